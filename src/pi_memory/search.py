@@ -1,0 +1,293 @@
+"""Finding messages: document frequencies, bounded candidate retrieval, exact re-rank.
+
+Design idea: the cost of a query must not grow with the archive. Two things
+grow with it: how many documents hold a common token, and what it costs to
+score them all (FTS5's `ORDER BY bm25` does exactly that). So:
+
+1. Document frequencies come from a capped count (exact up to `DF_EXACT_CAP`,
+   estimated from the newest window above it) and are cached per process,
+   invalidated when the archive grows by more than 2% (spec 000 §7.4).
+2. Candidates: the rarest query tokens whose postings fit a fixed budget are
+   read in full and summed by idf weight inside SQLite (`rare` track: exact
+   recall for any document holding a rare token, however old). The common
+   tokens add the newest documents holding all of them, within a fixed window
+   of recent rowids (`recent` track, the spec's early-terminating
+   `ORDER BY rowid DESC`). Both tracks are bounded by constants.
+3. The few hundred candidates are scored exactly from their text by
+   `ranking.score_text` (BM25 over all query tokens plus a phrase bonus);
+   recency breaks ties.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import ranking
+from .store import Store
+from .text import QueryToken, fts_and, fts_or, normalize, query_phrases_for_snippet, query_tokens, snippet
+
+DF_EXACT_CAP = 20_000  # count postings exactly up to here, estimate above
+DF_WINDOW = 50_000  # newest rowids used to estimate the df of a very common token
+RARE_POSTINGS_BUDGET = 30_000  # postings read in full per query (rare track)
+RARE_CANDIDATES = 300  # best rare-track candidates kept for exact scoring
+RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
+RECENT_CANDIDATES = 100  # newest documents holding all common anchors
+RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
+DF_CACHE_SIZE = 20_000
+DF_STALE_GROWTH = 0.02
+MAX_LIMIT = 100
+
+
+@dataclass
+class Hit:
+    msg_id: int
+    session_id: str
+    seq: int
+    role: str
+    ts: int
+    project: str
+    score: float
+    snippet: str
+    cwd: str = ""
+    session_name: str | None = None
+    text: str = field(default="", repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "msg_id": self.msg_id,
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "role": self.role,
+            "ts": self.ts,
+            "project": self.project,
+            "score": round(self.score, 4),
+            "snippet": self.snippet,
+        }
+
+
+@dataclass
+class Filters:
+    project: str | None = None
+    since_ms: int | None = None
+    session_id: str | None = None
+    roles: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return bool(self.project or self.since_ms or self.session_id or self.roles)
+
+
+@dataclass
+class QueryPlan:
+    """What a query was turned into; kept for tests, benchmarks and `--explain`."""
+
+    tokens: list[QueryToken]
+    df: dict[str, int]
+    rare: list[QueryToken]
+    common: list[QueryToken]
+    n_docs: int
+
+
+class DfCache:
+    """token -> document frequency, dropped wholesale when the archive grows > 2%."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, int] = OrderedDict()
+        self._at_docs = -1
+
+    def check(self, n_docs: int) -> None:
+        if self._at_docs < 0 or abs(n_docs - self._at_docs) > DF_STALE_GROWTH * max(self._at_docs, 1):
+            self._items.clear()
+            self._at_docs = n_docs
+
+    def get(self, key: str) -> int | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: int) -> None:
+        self._items[key] = value
+        if len(self._items) > DF_CACHE_SIZE:
+            self._items.popitem(last=False)
+
+
+class Searcher:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.df_cache = DfCache()
+
+    # --- document frequencies --------------------------------------------------------
+
+    def document_frequency(self, token: QueryToken, n_docs: int) -> int:
+        key = f"{token.column}:{token.text}"
+        cached = self.df_cache.get(key)
+        if cached is not None:
+            return cached
+        expr = token.fts()
+        count = int(
+            self.store.scalar(
+                "SELECT count(*) FROM (SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? LIMIT ?)",
+                (expr, DF_EXACT_CAP + 1),
+            )
+        )
+        if count > DF_EXACT_CAP:
+            count = self._estimate_df(expr, n_docs)
+        self.df_cache.put(key, count)
+        return count
+
+    def _estimate_df(self, expr: str, n_docs: int) -> int:
+        """Density of a very common token among the newest rowids, scaled to the archive."""
+        max_id = self.store.max_msg_id()
+        low = max(0, max_id - DF_WINDOW)
+        in_window = int(
+            self.store.scalar("SELECT count(*) FROM msg_fts WHERE msg_fts MATCH ? AND rowid > ?", (expr, low))
+        )
+        docs_in_window = max(1, int(n_docs * (max_id - low) / max(max_id, 1)))
+        return max(DF_EXACT_CAP + 1, min(n_docs, int(n_docs * in_window / docs_in_window)))
+
+    def plan(self, query: str) -> QueryPlan:
+        counters = self.store.counters()
+        n_docs = counters.get("indexed_docs", 0)
+        self.df_cache.check(n_docs)
+        tokens = query_tokens(query)
+        df = {t.text: self.document_frequency(t, n_docs) for t in tokens}
+        present = sorted((t for t in tokens if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
+        rare: list[QueryToken] = []
+        budget = RARE_POSTINGS_BUDGET
+        for t in present:
+            if df[t.text] > budget:
+                break
+            rare.append(t)
+            budget -= df[t.text]
+        common = [t for t in present if t not in rare]
+        return QueryPlan(tokens, df, rare, common, n_docs)
+
+    # --- candidates ------------------------------------------------------------------
+
+    def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        if not plan.rare:
+            return []
+        parts, params = [], []
+        for t in plan.rare:
+            parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
+            params += [weights[t.text], t.fts()]
+        union = " UNION ALL ".join(parts)
+        where, fparams = _filter_sql(filters)
+        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) GROUP BY id) c"
+        if filters.active:
+            sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
+        sql += " ORDER BY c.s DESC, c.id DESC LIMIT ?"
+        return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [RARE_CANDIDATES])]
+
+    def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
+        if not anchors:
+            return []
+        low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
+        expr = fts_or(anchors) if use_or else fts_and(anchors)
+        where, fparams = _filter_sql(filters)
+        sql = "SELECT f.rowid FROM msg_fts f"
+        if filters.active:
+            sql += " JOIN msg m ON m.id = f.rowid JOIN session s ON s.id = m.session_id"
+        sql += " WHERE msg_fts MATCH ? AND f.rowid > ?"
+        if filters.active:
+            sql += f" AND {where}"
+        sql += " ORDER BY f.rowid DESC LIMIT ?"
+        return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + fparams + [RECENT_CANDIDATES])]
+
+    def candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        found = self._rare_candidates(plan, weights, filters)
+        if plan.common:
+            anchors = plan.common[:RECENT_ANCHORS]
+            recent = self._recent_candidates(anchors, filters)
+            if not recent and not found:
+                recent = self._recent_candidates(anchors, filters, use_or=True)  # spec §7.1 ③'
+            seen = set(found)
+            found += [r for r in recent if r not in seen]
+        return found
+
+    # --- search ----------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
+        filters = filters or Filters()
+        limit = max(1, min(int(limit), MAX_LIMIT))
+        with self.store.read():
+            plan = self.plan(query)
+            if not plan.rare and not plan.common:
+                return []
+            weights = {t.text: ranking.token_weight(t, plan.df[t.text], plan.n_docs) for t in plan.tokens}
+            ids = self.candidates(plan, weights, filters)
+            rows = self._fetch(ids, filters)
+        counters_avg = self._avg_len()
+        norm_query = normalize(query)
+        phrases = ranking.query_phrases(norm_query, weights)
+        scored = []
+        matched_tokens = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
+        for row in rows:
+            norm = normalize(row["text"])
+            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg)
+            if score > 0:
+                scored.append((score, row))
+        scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
+        by_weight = [t.text for t in sorted(matched_tokens, key=lambda t: -weights.get(t.text, 0.0))]
+        needles = [query_phrases_for_snippet(query), by_weight]
+        return [_hit(row, score, needles) for score, row in scored[:limit]]
+
+    def _avg_len(self) -> float:
+        c = self.store.counters()
+        docs = c.get("indexed_docs", 0)
+        return c.get("indexed_chars", 0) / docs if docs else 1.0
+
+    def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        where, fparams = _filter_sql(filters)
+        sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
+                  FROM msg m JOIN session s ON s.id = m.session_id
+                  WHERE m.id IN (SELECT value FROM json_each(?)) AND {where}"""
+        keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
+        return [dict(zip(keys, r)) for r in self.store.conn.execute(sql, [json.dumps(ids)] + fparams)]
+
+
+def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
+    clauses, params = ["1"], []
+    if f.project:
+        clauses.append("(s.project = ? OR s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
+        escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params += [f.project, f.project, "%/" + escaped]
+    if f.since_ms:
+        clauses.append("m.ts >= ?")
+        params.append(f.since_ms)
+    if f.session_id:
+        clauses.append("m.session_id = ?")
+        params.append(f.session_id)
+    if f.roles:
+        clauses.append(f"m.role IN ({','.join('?' * len(f.roles))})")
+        params += list(f.roles)
+    return " AND ".join(clauses), params
+
+
+def _hit(row: dict[str, Any], score: float, needles: list[list[str]]) -> Hit:
+    return Hit(
+        msg_id=row["id"],
+        session_id=row["session_id"],
+        seq=row["seq"],
+        role=row["role"],
+        ts=row["ts"],
+        project=row["project"],
+        score=score,
+        snippet=snippet(row["text"], needles),
+        cwd=row["cwd"],
+        session_name=row["name"],
+        text=row["text"],
+    )
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, (time.perf_counter() - start) * 1000

@@ -1,0 +1,324 @@
+"""The one database connection: opening, migrations, transactions, write and read primitives.
+
+Design idea: SQLite in WAL mode is the whole concurrency story. Readers never
+block the writer; every write is one short `BEGIN IMMEDIATE` transaction that
+holds only SQL (no file or network I/O inside), so several pi processes, a
+watcher and an import can write at once and each waits at most a few ms
+(`busy_timeout` absorbs it, no `SQLITE_BUSY` reaches the user). Everything a
+write needs (rendering, tokenizing, compressing) is computed before the
+transaction starts.
+
+The file holds everything the user ever pasted, secrets included, so it is
+created with mode 0600 inside a 0700 folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+
+from .errors import ArchiveError, CorruptDatabase
+from .schema import MIGRATIONS, SCHEMA_VERSION
+from .text import tokenize
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def default_db_path() -> Path:
+    env = os.environ.get("PI_MEMORY_DB")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".pi" / "memory" / "sessions.db"
+
+
+@dataclass
+class SessionRow:
+    id: str
+    agent: str
+    cwd: str
+    project: str
+    started_at: int
+    last_at: int
+    name: str | None = None
+    parent_session: str | None = None
+    source_path: str | None = None
+
+
+@dataclass
+class NewMessage:
+    """A message ready to write: everything but its seq and id is computed."""
+
+    session_id: str
+    ts: int
+    role: str
+    text: str
+    indexed: bool
+    entry_id: str | None
+    parent_id: str | None
+    meta: dict[str, Any]
+    hash: str
+    raw: bytes | None = None  # the verbatim source line, if any
+    entry_type: str = "message"
+    chars: str = ""
+    grams: str = ""
+
+    def prepare(self) -> None:
+        """Tokenize outside the transaction."""
+        if self.indexed and not self.chars and not self.grams:
+            toks = tokenize(self.text)
+            self.chars, self.grams = toks.chars_text(), toks.grams_text()
+            if not self.chars and not self.grams:
+                self.indexed = False
+
+
+@dataclass
+class NewEntry:
+    """A non-message source line, kept verbatim."""
+
+    session_id: str
+    key: str
+    entry_id: str | None
+    type: str
+    ts: int
+    raw: bytes
+
+
+def compress(raw: bytes) -> bytes:
+    return zlib.compress(raw, 6)
+
+
+def decompress(blob: bytes) -> bytes:
+    return zlib.decompress(blob)
+
+
+def _create_private_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+
+
+class Store:
+    """One apsw connection and the SQL the rest of the library needs."""
+
+    def __init__(self, path: Path, conn: apsw.Connection) -> None:
+        self.path = path
+        self.conn = conn
+
+    # --- opening ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> Store:
+        db_path = Path(path).expanduser() if path else default_db_path()
+        if db_path.exists() and db_path.is_dir():
+            raise ArchiveError(f"{db_path} is a directory, not an archive file")
+        try:
+            if not db_path.exists():
+                _create_private_file(db_path)
+            conn = apsw.Connection(str(db_path))
+        except (OSError, apsw.CantOpenError) as exc:
+            raise ArchiveError(f"cannot open archive {db_path}: {exc}") from None
+        store = cls(db_path, conn)
+        try:
+            store._configure()
+            store.migrate()
+        except (apsw.NotADBError, apsw.CorruptError) as exc:
+            conn.close()
+            raise CorruptDatabase(db_path, str(exc)) from None
+        return store
+
+    def _configure(self) -> None:
+        self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        self.conn.execute("PRAGMA temp_store=MEMORY")
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @property
+    def user_version(self) -> int:
+        return int(self.scalar("PRAGMA user_version") or 0)
+
+    def migrate(self) -> None:
+        """Apply every migration after the database's version, each in its own transaction."""
+        current = self.user_version
+        if current > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.path} has schema version {current}, newer than this pi-memory ({SCHEMA_VERSION}); upgrade pi-memory"
+            )
+        for version, (_name, sql) in enumerate(MIGRATIONS, start=1):
+            if version <= current:
+                continue
+            with self.write():
+                if self.user_version >= version:  # another process got there first
+                    continue
+                self.conn.execute(sql)
+                self.conn.execute(f"PRAGMA user_version={version}")
+
+    def integrity_errors(self) -> list[str]:
+        rows = [str(r[0]) for r in self.conn.execute("PRAGMA integrity_check")]
+        return [] if rows == ["ok"] else rows
+
+    # --- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One short write transaction; the lock is taken at BEGIN, not at first write."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent snapshot for multi-statement reads."""
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
+        else:
+            yield
+
+    def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        for row in self.conn.execute(sql, params):
+            return row[0]
+        return None
+
+    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, params))
+
+    # --- writes (call inside `write()`) -----------------------------------------------
+
+    def ensure_session(self, row: SessionRow) -> None:
+        """Create the session or widen its time range; a later non-empty cwd/name wins."""
+        self.conn.execute(
+            """
+            INSERT INTO session(id, agent, cwd, project, started_at, last_at, name, parent_session, source_path)
+            VALUES (?,?,?,?,?,?,?,?,?)
+            ON CONFLICT(id) DO UPDATE SET
+              cwd = CASE WHEN excluded.cwd != '' THEN excluded.cwd ELSE session.cwd END,
+              project = CASE WHEN excluded.project != '' THEN excluded.project ELSE session.project END,
+              started_at = min(session.started_at, excluded.started_at),
+              last_at = max(session.last_at, excluded.last_at),
+              name = coalesce(excluded.name, session.name),
+              parent_session = coalesce(excluded.parent_session, session.parent_session),
+              source_path = coalesce(excluded.source_path, session.source_path)
+            """,
+            (
+                row.id,
+                row.agent,
+                row.cwd,
+                row.project,
+                row.started_at,
+                row.last_at,
+                row.name,
+                row.parent_session,
+                row.source_path,
+            ),
+        )
+
+    def set_session_name(self, session_id: str, name: str | None) -> None:
+        self.conn.execute("UPDATE session SET name=? WHERE id=?", (name, session_id))
+
+    def message_exists(self, session_id: str, hash_: str) -> bool:
+        return self.scalar("SELECT 1 FROM msg WHERE session_id=? AND hash=?", (session_id, hash_)) is not None
+
+    def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
+        """A fork or clone copies entries under the same ids: the same entry id and content exists."""
+        if not entry_id:
+            return False
+        return self.scalar("SELECT 1 FROM msg WHERE entry_id=? AND hash=? LIMIT 1", (entry_id, hash_)) is not None
+
+    def insert_message(self, m: NewMessage) -> int | None:
+        """Insert unless present; returns the new msg id, or None for a duplicate.
+
+        A duplicate consumes no seq. A message captured live (no entry id) and
+        later imported from the file gets its entry id filled in here.
+        """
+        existing = self.rows("SELECT id, entry_id FROM msg WHERE session_id=? AND hash=?", (m.session_id, m.hash))
+        if existing:
+            msg_id, entry_id = existing[0]
+            if entry_id is None and m.entry_id:
+                self.conn.execute("UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id))
+                if m.raw is not None:
+                    self.conn.execute("UPDATE entry SET raw=?, entry_id=? WHERE msg_id=?", (compress(m.raw), m.entry_id, msg_id))
+            return None
+        seq = int(self.scalar("SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id=?", (m.session_id,)))
+        meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
+        self.conn.execute(
+            """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
+            (m.session_id, seq, m.ts, m.role, m.text, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
+        )
+        msg_id = self.conn.last_insert_rowid()
+        if m.indexed:
+            self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
+            self.conn.execute(
+                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN 1 ELSE ? END", (len(m.text),)
+            )
+        if m.raw is not None:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
+                (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, compress(m.raw)),
+            )
+        self.conn.execute("UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (m.ts, m.session_id))
+        return msg_id
+
+    def insert_entry(self, e: NewEntry) -> bool:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,NULL,?)",
+            (e.session_id, e.key, e.entry_id, e.type, e.ts, compress(e.raw)),
+        )
+        return self.conn.changes() > 0
+
+    def update_first_user(self, session_id: str) -> None:
+        self.conn.execute(
+            """UPDATE session SET first_user = (
+                 SELECT substr(text, 1, 200) FROM msg WHERE session_id = session.id AND role = 'user'
+                 ORDER BY ts, seq LIMIT 1)
+               WHERE id = ?""",
+            (session_id,),
+        )
+
+    def record_source_file(self, path: str, session_id: str | None, size: int, mtime_ns: int) -> None:
+        self.conn.execute(
+            """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at) VALUES (?,?,?,?,?)
+               ON CONFLICT(path) DO UPDATE SET session_id=excluded.session_id, size=excluded.size,
+                 mtime_ns=excluded.mtime_ns, imported_at=excluded.imported_at""",
+            (path, session_id, size, mtime_ns, int(time.time() * 1000)),
+        )
+
+    def source_file_state(self, path: str) -> tuple[int, int] | None:
+        rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE path=?", (path,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # --- reads ----------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in self.conn.execute("SELECT name, value FROM counter")}
+
+    def max_msg_id(self) -> int:
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
+
+    def db_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total

@@ -1,0 +1,245 @@
+"""Text normalization and the bilingual two-channel tokenizer (pure functions).
+
+Design idea: Chinese has no spaces and FTS5's tokenizers cannot cut it, so we
+cut it ourselves and hand FTS5 space-separated tokens. Every CJK character goes
+into the `chars` channel (recall: a 1-char query must work) and every pair of
+adjacent CJK characters into the `grams` channel (precision: `缓存` is not
+`存缓`). Words of letters, digits and underscores (2+ chars) go into both
+channels. Traditional Chinese is folded to simplified before cutting, so
+`宝玉` finds `寶玉` and back. The same function cuts documents and queries, so
+what was indexed can always be found.
+
+Nothing here touches a database: a query string only ever becomes a list of
+tokens made of word characters, which are quoted when an FTS5 expression is
+built. No user text is ever spliced into FTS5 syntax.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+# Han ideographs (URO, Ext A, Ext B-H, compatibility), kana and Hangul syllables
+# are "CJK" here: scripts without spaces, cut into characters and bigrams.
+_CJK_RANGES = (
+    "\u3040-\u30ff"  # hiragana, katakana
+    "\u3400-\u4dbf"  # CJK Ext A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\uac00-\ud7af"  # Hangul syllables
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\U00020000-\U0002ebef"  # Ext B-F (outside the BMP)
+    "\U00030000-\U000323af"  # Ext G-H
+    "\U0002f800-\U0002fa1f"  # compatibility supplement
+)
+_CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
+_SEGMENT = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
+_WORD_RUN = re.compile(r"\w+")
+# Parts of identifiers: `openAiKey` -> open, ai, key; `OPENAI_API_KEY` -> openai, api, key.
+_IDENT_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+_HAS_CJK = re.compile(f"[{_CJK_RANGES}]")
+
+MIN_WORD_LEN = 2
+
+
+@lru_cache(maxsize=1)
+def _t2s() -> object | None:
+    try:
+        import opencc  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - opencc is a runtime dependency
+        return None
+    return opencc.OpenCC("t2s")
+
+
+def fold_chinese(text: str) -> str:
+    """Fold traditional Chinese to simplified; text without CJK is returned as is."""
+    if text.isascii() or not _HAS_CJK.search(text):
+        return text
+    converter = _t2s()
+    if converter is None:  # pragma: no cover
+        return text
+    return converter.convert(text)  # type: ignore[attr-defined,no-any-return]
+
+
+def normalize(text: str) -> str:
+    """The form both documents and queries are matched in: simplified and lower-case."""
+    text = text.replace("\x00", " ")
+    return fold_chinese(text).lower()
+
+
+def is_cjk(ch: str) -> bool:
+    return bool(_CJK_RUN.fullmatch(ch))
+
+
+@dataclass
+class Tokens:
+    """The tokens of one text, per channel, in text order (duplicates kept)."""
+
+    chars: list[str] = field(default_factory=list)
+    grams: list[str] = field(default_factory=list)
+
+    def chars_text(self) -> str:
+        return " ".join(self.chars)
+
+    def grams_text(self) -> str:
+        return " ".join(self.grams)
+
+
+def _identifier_parts(word: str) -> list[str]:
+    """Sub-words of an identifier, for recall of `api key` in `OPENAI_API_KEY`."""
+    if "_" not in word and word.islower():
+        return []
+    parts = [p.lower() for piece in word.split("_") for p in _IDENT_PART.findall(piece)]
+    parts = [p for p in parts if len(p) >= MIN_WORD_LEN]
+    return parts if len(parts) > 1 else []
+
+
+def _add_cjk(run: str, out: Tokens) -> None:
+    out.chars.extend(run)
+    out.grams.extend(run[i : i + 2] for i in range(len(run) - 1))
+
+
+def _add_word(word: str, original: str, out: Tokens) -> None:
+    if len(word) < MIN_WORD_LEN:
+        return
+    out.chars.append(word)
+    out.grams.append(word)
+    out.chars.extend(_identifier_parts(original))
+
+
+def tokenize(text: str) -> Tokens:
+    """Cut text into the two channels. Case and script are normalized first."""
+    original = fold_chinese(text.replace("\x00", " "))
+    lowered = original.lower()
+    same_shape = len(lowered) == len(original)
+    out = Tokens()
+    for match in _WORD_RUN.finditer(lowered):
+        run = match.group()
+        raw = original[match.start() : match.end()] if same_shape else run
+        if run.isascii():
+            _add_word(run, raw, out)
+            continue
+        for seg in _SEGMENT.finditer(run):
+            cjk, other = seg.group(1), seg.group(2)
+            if cjk:
+                _add_cjk(cjk, out)
+            else:
+                _add_word(other, raw[seg.start() : seg.end()] if same_shape else other, out)
+    return out
+
+
+@dataclass(frozen=True)
+class QueryToken:
+    """One distinct query token and the FTS5 column it is looked up in."""
+
+    text: str
+    kind: str  # "char" (one CJK character), "gram" (two), "word", "part" (of an identifier)
+
+    @property
+    def column(self) -> str:
+        return "grams" if self.kind == "gram" else "chars"
+
+    def fts(self) -> str:
+        """An FTS5 expression for this token alone: a column filter and a quoted string."""
+        return f'{self.column}:"{self.text}"'
+
+
+def query_tokens(query: str) -> list[QueryToken]:
+    """Distinct tokens of a query, in the order they first appear."""
+    toks = tokenize(query)
+    seen: set[tuple[str, str]] = set()
+    out: list[QueryToken] = []
+    grams = [g for g in toks.grams if len(g) == 2 and is_cjk(g[0]) and is_cjk(g[1])]
+    words = [w for w in toks.grams if w not in grams]
+    chars = [c for c in toks.chars if len(c) == 1 and is_cjk(c)]
+    parts = [w for w in toks.chars if not (len(w) == 1 and is_cjk(w)) and w not in words]
+    for kind, items in (("word", words), ("gram", grams), ("char", chars), ("part", parts)):
+        for item in items:
+            key = (kind, item)
+            if key not in seen:
+                seen.add(key)
+                out.append(QueryToken(item, kind))
+    return out
+
+
+def fts_or(tokens: list[QueryToken]) -> str:
+    """An FTS5 OR over tokens; every token is a quoted string with a column filter."""
+    return " OR ".join(t.fts() for t in tokens)
+
+
+def fts_and(tokens: list[QueryToken]) -> str:
+    return " AND ".join(t.fts() for t in tokens)
+
+
+# --- snippets ---------------------------------------------------------------------
+
+SNIPPET_RADIUS = 150
+HIT_OPEN, HIT_CLOSE = "【", "】"
+
+
+def find_first(norm_text: str, needles: list[str]) -> tuple[int, str] | None:
+    """Earliest position of any needle (already normalized) in normalized text."""
+    best: tuple[int, str] | None = None
+    for needle in needles:
+        if not needle:
+            continue
+        pos = _find_token(norm_text, needle)
+        if pos >= 0 and (best is None or pos < best[0] or (pos == best[0] and len(needle) > len(best[1]))):
+            best = (pos, needle)
+    return best
+
+
+def _find_token(norm_text: str, needle: str) -> int:
+    if not needle.isascii():
+        return norm_text.find(needle)
+    # a word must not be found inside a longer word
+    match = re.search(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])", norm_text)
+    return match.start() if match else norm_text.find(needle)
+
+
+def query_phrases_for_snippet(query: str) -> list[str]:
+    """The query's own runs (whole words, whole CJK stretches), longest first."""
+    runs: list[str] = []
+    for match in _WORD_RUN.finditer(normalize(query)):
+        for seg in _SEGMENT.finditer(match.group()):
+            piece = seg.group()
+            if len(piece) >= 2 or is_cjk(piece):
+                runs.append(piece)
+    return sorted(set(runs), key=lambda r: (-len(r), r))
+
+
+def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPPET_RADIUS) -> str:
+    """About `radius` chars either side of the first hit, the hit in 【】, one line.
+
+    `needles` may be groups in priority order: the first group with a hit wins
+    (the whole query phrase before its single tokens).
+    """
+    norm = normalize(text)
+    # normalization keeps length for nearly all text; if not, cut the normalized form
+    base = text if len(norm) == len(text) else norm
+    groups = needles if needles and isinstance(needles[0], list) else [needles]
+    hit = None
+    for group in groups:
+        hit = find_first(norm, list(group))
+        if hit is not None:
+            break
+    if hit is None:
+        out = base[: 2 * radius]
+        return _one_line(out) + ("…" if len(base) > 2 * radius else "")
+    pos, needle = hit
+    start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
+    marked = (
+        base[start:pos] + HIT_OPEN + base[pos : pos + len(needle)] + HIT_CLOSE + base[pos + len(needle) : end]
+    )
+    return ("…" if start > 0 else "") + _one_line(marked) + ("…" if end < len(base) else "")
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def clip(text: str, limit: int, marker: str = "…[{n} more chars]") -> tuple[str, bool]:
+    """Cut text to `limit` chars, saying how much was cut."""
+    if len(text) <= limit:
+        return text, False
+    return text[:limit] + marker.format(n=len(text) - limit), True
