@@ -162,20 +162,9 @@ class Importer:
         self._write_batches(row.id, messages, entries, report)
 
     def _write_batches(self, session_id: str, messages: list[NewMessage], entries: list[NewEntry], report: ImportReport) -> None:
-        for start in range(0, max(len(messages), 1), BATCH):
-            batch = messages[start : start + BATCH]
-            with self.store.write():
-                for m in batch:
-                    if self.store.insert_message(m) is not None:
-                        report.added += 1
-                    else:
-                        report.skipped += 1
-                if start == 0:
-                    for e in entries:
-                        self.store.insert_entry(e)
-        if messages:
-            with self.store.write():
-                self.store.update_first_user(session_id)
+        added, skipped = write_messages(self.store, session_id, messages, entries)
+        report.added += added
+        report.skipped += skipped
 
     def import_paths(
         self, paths: Iterable[Path], force: bool = False, progress: Callable[[Path], None] | None = None
@@ -186,6 +175,41 @@ class Importer:
             if progress:
                 progress(path)
         return report
+
+
+def write_messages(
+    store: Store, session_id: str, messages: list[NewMessage], entries: list[NewEntry] = ()  # type: ignore[assignment]
+) -> tuple[int, int]:
+    """The one write path (import, live capture, watch): batches of short transactions.
+
+    Messages must be `prepare()`d (tokenized) already. Returns (added, duplicates).
+    After the messages are in, each hook in `AFTER_WRITE` runs in its own short
+    transaction with the ids that were added (runs and summaries hang off this).
+    """
+    added_ids: list[int] = []
+    skipped = 0
+    for start in range(0, max(len(messages), 1), BATCH):
+        batch = messages[start : start + BATCH]
+        with store.write():
+            for m in batch:
+                msg_id = store.insert_message(m)
+                if msg_id is None:
+                    skipped += 1
+                else:
+                    added_ids.append(msg_id)
+            if start == 0:
+                for e in entries:
+                    store.insert_entry(e)
+    if added_ids:
+        with store.write():
+            store.update_first_user(session_id)
+        for hook in AFTER_WRITE:
+            hook(store, session_id, added_ids)
+    return len(added_ids), skipped
+
+
+# Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
+AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = []
 
 
 def _needs_reconcile(store: Store, m: NewMessage) -> bool:
