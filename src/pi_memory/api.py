@@ -19,7 +19,7 @@ from typing import Any
 import apsw
 
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from .ingest import ImportReport, Importer
+from .ingest import Importer, ImportReport
 from .search import Filters, Hit, Searcher
 from .sources.pi import default_sessions_dir
 from .store import Store, default_db_path
@@ -151,7 +151,9 @@ class Archive:
     def __enter__(self) -> Archive:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     @property
@@ -199,7 +201,10 @@ class Archive:
         if len(prefix) < MIN_PREFIX:
             raise BadInput(f"session id {prefix!r} is too short: give at least {MIN_PREFIX} characters")
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        ids = [r[0] for r in self.store.rows("SELECT id FROM session WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped + "%",))]
+        ids = [
+            r[0]
+            for r in self.store.rows("SELECT id FROM session WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped + "%",))
+        ]
         if not ids:
             raise NotFound(f"no session matches {prefix!r}")
         if len(ids) > 1:
@@ -252,7 +257,9 @@ class Archive:
 
     def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
         if around is None:
-            rows = self.store.rows("SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (sid,))
+            rows = self.store.rows(
+                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (sid,)
+            )
         else:
             rows = self.store.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (sid, int(around)))
             if not rows:

@@ -29,7 +29,7 @@ def _db_option(fn: F) -> F:
     return click.option(
         "--db",
         "db",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
         envvar="PI_MEMORY_DB",
         help="Archive file (default ~/.pi/memory/sessions.db, or $PI_MEMORY_DB).",
     )(fn)
@@ -47,7 +47,8 @@ def cli(ctx: click.Context, db: Path | None) -> None:
 @contextmanager
 def open_archive(ctx: click.Context) -> Iterator[Archive]:
     """Open the archive named by --db (on the group or the command), reporting errors as one line."""
-    db = ctx.find_object(dict).get("db") if ctx.find_object(dict) else None
+    obj = ctx.find_object(dict)
+    db = obj.get("db") if obj else None
     try:
         archive = Archive.open(db)
     except ArchiveError as exc:
@@ -86,7 +87,7 @@ def _pass_db(fn: F) -> F:
 
     return click.option(
         "--db",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
         expose_value=False,
         callback=set_db,
         is_eager=True,
@@ -116,7 +117,9 @@ def import_cmd(ctx: click.Context, paths: tuple[Path, ...], force: bool, as_json
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None
         show_bar = sys.stderr.isatty() and not as_json and len(files) > 1
-        with click.progressbar(length=len(files), label="importing", file=sys.stderr) if show_bar else _null_bar() as bar:
+        with (
+            click.progressbar(length=len(files), label="importing", file=sys.stderr) if show_bar else _null_bar() as bar
+        ):
             report = archive.import_paths(files, force=force, progress=lambda _p: bar.update(1))
     if as_json:
         _emit_json(report.to_dict())
@@ -158,7 +161,13 @@ class _null_bar:
 @_pass_db
 @click.pass_context
 def search(
-    ctx: click.Context, query: str, limit: int, project: str | None, since: str | None, session: str | None, as_json: bool
+    ctx: click.Context,
+    query: str,
+    limit: int,
+    project: str | None,
+    since: str | None,
+    session: str | None,
+    as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
     with open_archive(ctx) as archive:

@@ -161,7 +161,9 @@ class Importer:
             self.store.ensure_session(row)
         self._write_batches(row.id, messages, entries, report)
 
-    def _write_batches(self, session_id: str, messages: list[NewMessage], entries: list[NewEntry], report: ImportReport) -> None:
+    def _write_batches(
+        self, session_id: str, messages: list[NewMessage], entries: list[NewEntry], report: ImportReport
+    ) -> None:
         added, skipped = write_messages(self.store, session_id, messages, entries)
         report.added += added
         report.skipped += skipped
@@ -178,7 +180,10 @@ class Importer:
 
 
 def write_messages(
-    store: Store, session_id: str, messages: list[NewMessage], entries: list[NewEntry] = ()  # type: ignore[assignment]
+    store: Store,
+    session_id: str,
+    messages: list[NewMessage],
+    entries: list[NewEntry] = (),  # type: ignore[assignment]
 ) -> tuple[int, int]:
     """The one write path (import, live capture, watch): batches of short transactions.
 
@@ -216,7 +221,9 @@ def _needs_reconcile(store: Store, m: NewMessage) -> bool:
     """A message captured live has no entry id yet; the file supplies it."""
     if not m.entry_id:
         return False
-    return bool(store.scalar("SELECT 1 FROM msg WHERE session_id=? AND hash=? AND entry_id IS NULL", (m.session_id, m.hash)))
+    return bool(
+        store.scalar("SELECT 1 FROM msg WHERE session_id=? AND hash=? AND entry_id IS NULL", (m.session_id, m.hash))
+    )
 
 
 def file_size(path: Path) -> int:

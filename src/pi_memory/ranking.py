@@ -42,11 +42,6 @@ def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
 
 
 @lru_cache(maxsize=4096)
-def _word_pattern(word: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![a-z0-9_]){re.escape(word)}(?![a-z0-9_])")
-
-
-@lru_cache(maxsize=4096)
 def _part_pattern(word: str) -> re.Pattern[str]:
     # identifier parts sit inside identifiers: `api` in `openai_api_key`
     return re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
@@ -56,8 +51,8 @@ def term_frequency(norm_text: str, token: QueryToken) -> int:
     """Occurrences of a token in normalized text, counted the way the tokenizer cuts."""
     if token.kind in ("char", "gram"):
         return norm_text.count(token.text)
-    pattern = _word_pattern(token.text) if token.kind == "word" else _part_pattern(token.text)
-    return len(pattern.findall(norm_text))
+    # a word also counts inside identifiers (`api` in `openai_api_key`), as the index has it there
+    return len(_part_pattern(token.text).findall(norm_text))
 
 
 def bm25(tfs: Iterable[tuple[int, float]], doc_len: int, avg_len: float) -> float:
@@ -85,7 +80,7 @@ def query_phrases(norm_query: str, weights: dict[str, float]) -> list[Phrase]:
                 a, b = seg[i : i + 2], seg[i + 1 : i + 3]
                 phrases.append(Phrase(seg[i : i + 3], min(weights.get(a, 0.0), weights.get(b, 0.0)), False))
     words = [w for w in re.findall(r"[a-z0-9_]{2,}", norm_query)]
-    for a, b in zip(words, words[1:]):
+    for a, b in zip(words, words[1:], strict=False):
         phrases.append(Phrase(f"{a} {b}", min(weights.get(a, 0.0), weights.get(b, 0.0)), True))
     return [p for p in phrases if p.weight > 0]
 
@@ -95,7 +90,8 @@ def phrase_bonus(norm_text: str, phrases: list[Phrase]) -> float:
     for p in phrases:
         if p.is_word_pair:
             a, b = p.text.split(" ")
-            found = re.search(rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])", norm_text)
+            pattern = rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])"
+            found = re.search(pattern, norm_text) is not None
         else:
             found = p.text in norm_text
         if found:

@@ -250,11 +250,12 @@ class Searcher:
                   FROM msg m JOIN session s ON s.id = m.session_id
                   WHERE m.id IN (SELECT value FROM json_each(?)) AND {where}"""
         keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
-        return [dict(zip(keys, r)) for r in self.store.conn.execute(sql, [json.dumps(ids)] + fparams)]
+        return [dict(zip(keys, r, strict=False)) for r in self.store.conn.execute(sql, [json.dumps(ids)] + fparams)]
 
 
 def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
-    clauses, params = ["1"], []
+    clauses: list[str] = ["1"]
+    params: list[Any] = []
     if f.project:
         clauses.append("(s.project = ? OR s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
         escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

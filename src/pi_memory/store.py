@@ -254,16 +254,32 @@ class Store:
         if existing:
             msg_id, entry_id = existing[0]
             if entry_id is None and m.entry_id:
-                self.conn.execute("UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id))
+                self.conn.execute(
+                    "UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id)
+                )
                 if m.raw is not None:
-                    self.conn.execute("UPDATE entry SET raw=?, entry_id=? WHERE msg_id=?", (compress(m.raw), m.entry_id, msg_id))
+                    self.conn.execute(
+                        "UPDATE entry SET raw=?, entry_id=? WHERE msg_id=?", (compress(m.raw), m.entry_id, msg_id)
+                    )
             return None
         seq = int(self.scalar("SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id=?", (m.session_id,)))
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
         self.conn.execute(
             """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
                VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
-            (m.session_id, seq, m.ts, m.role, m.text, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
+            (
+                m.session_id,
+                seq,
+                m.ts,
+                m.role,
+                m.text,
+                len(m.text),
+                int(m.indexed),
+                m.entry_id,
+                m.parent_id,
+                meta,
+                m.hash,
+            ),
         )
         msg_id = self.conn.last_insert_rowid()
         if m.indexed:

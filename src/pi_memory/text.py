@@ -45,7 +45,7 @@ MIN_WORD_LEN = 2
 @lru_cache(maxsize=1)
 def _t2s() -> object | None:
     try:
-        import opencc  # type: ignore[import-untyped]
+        import opencc
     except ImportError:  # pragma: no cover - opencc is a runtime dependency
         return None
     return opencc.OpenCC("t2s")
@@ -217,10 +217,14 @@ def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPP
     norm = normalize(text)
     # normalization keeps length for nearly all text; if not, cut the normalized form
     base = text if len(norm) == len(text) else norm
-    groups = needles if needles and isinstance(needles[0], list) else [needles]
+    groups: list[list[str]] = (
+        [list(g) for g in needles if isinstance(g, list)]
+        if needles and isinstance(needles[0], list)
+        else [[n for n in needles if isinstance(n, str)]]
+    )
     hit = None
     for group in groups:
-        hit = find_first(norm, list(group))
+        hit = find_first(norm, group)
         if hit is not None:
             break
     if hit is None:
@@ -228,9 +232,7 @@ def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPP
         return _one_line(out) + ("…" if len(base) > 2 * radius else "")
     pos, needle = hit
     start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
-    marked = (
-        base[start:pos] + HIT_OPEN + base[pos : pos + len(needle)] + HIT_CLOSE + base[pos + len(needle) : end]
-    )
+    marked = base[start:pos] + HIT_OPEN + base[pos : pos + len(needle)] + HIT_CLOSE + base[pos + len(needle) : end]
     return ("…" if start > 0 else "") + _one_line(marked) + ("…" if end < len(base) else "")
 
 

@@ -141,7 +141,7 @@ def _entry(line_no: int, data: dict[str, Any], raw: bytes) -> Entry:
     ts = parse_iso_ms(data.get("timestamp"))
     entry_id = data.get("id") if isinstance(data.get("id"), str) else None
     parent = data.get("parentId") if isinstance(data.get("parentId"), str) else None
-    kind = data.get("type") if isinstance(data.get("type"), str) else "unknown"
+    kind = str(data["type"]) if isinstance(data.get("type"), str) else "unknown"
     entry = Entry(line_no, kind, entry_id, parent, ts, data, raw)
     entry.rendered = render_entry(data, ts)
     return entry

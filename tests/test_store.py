@@ -1,0 +1,178 @@
+import json
+import os
+import stat
+from pathlib import Path
+
+import apsw
+import pytest
+
+from conftest import BAD_DATA, PI_DATA
+from pi_memory import Archive
+from pi_memory.schema import SCHEMA_VERSION
+from pi_memory.store import Store, decompress
+
+VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
+
+
+def test_a_new_archive_is_private_and_at_the_current_schema(db_path: Path):
+    with Archive.open(db_path) as a:
+        assert a.store.user_version == SCHEMA_VERSION
+        assert a.store.scalar("PRAGMA journal_mode") == "wal"
+    assert stat.S_IMODE(os.stat(db_path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(db_path.parent).st_mode) == 0o700
+
+
+def test_migrations_run_from_an_empty_database(tmp_path: Path):
+    path = tmp_path / "empty.db"
+    apsw.Connection(str(path)).close()  # an existing, empty SQLite file
+    store = Store.open(path)
+    tables = {r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type IN ('table')")}
+    assert {"session", "msg", "entry", "msg_fts", "source_file", "counter"} <= tables
+    store.migrate()  # idempotent
+    assert store.user_version == SCHEMA_VERSION
+    store.close()
+
+
+def test_a_newer_schema_is_refused_with_a_clear_error(tmp_path: Path):
+    path = tmp_path / "future.db"
+    conn = apsw.Connection(str(path))
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 5}")
+    conn.close()
+    with pytest.raises(Exception, match="newer than this pi-memory"):
+        Store.open(path)
+
+
+def test_importing_the_same_file_twice_adds_nothing(archive: Archive):
+    first = archive.import_paths([VUE])
+    assert first.added == 23 and first.skipped == 0
+    second = archive.import_paths([VUE], force=True)
+    assert second.added == 0 and second.skipped == 23
+    assert archive.stats().messages == 23
+
+
+def test_an_unchanged_file_is_not_read_again(archive: Archive):
+    archive.import_paths([VUE])
+    again = archive.import_paths([VUE])
+    assert again.unchanged == 1 and again.added == 0 and again.skipped == 0
+
+
+def test_seq_counts_up_in_file_order_without_gaps(archive: Archive):
+    archive.import_paths([VUE])
+    rows = archive.store.rows("SELECT seq, role FROM msg ORDER BY ts, seq")
+    assert [r[0] for r in rows] == list(range(1, 24))
+    assert rows[0][1] == "user"
+
+
+def test_a_duplicate_consumes_no_seq(archive: Archive, tmp_path: Path):
+    lines = VUE.read_bytes().splitlines(keepends=True)
+    part = tmp_path / "part.jsonl"
+    part.write_bytes(b"".join(lines[:10]))
+    archive.import_paths([part])
+    n = archive.stats().messages
+    part.write_bytes(b"".join(lines))  # the session grew
+    archive.import_paths([part])
+    seqs = [r[0] for r in archive.store.rows("SELECT seq FROM msg ORDER BY seq")]
+    assert seqs == list(range(1, 24)) and n < 23
+
+
+def test_every_source_line_is_kept_verbatim_and_compressed(archive: Archive):
+    archive.import_paths([VUE])
+    lines = [line for line in VUE.read_bytes().splitlines() if line.strip()][1:]
+    raws = {decompress(r[0]) for r in archive.store.rows("SELECT raw FROM entry")}
+    assert raws == set(lines)
+    stored = sum(len(r[0]) for r in archive.store.rows("SELECT raw FROM entry"))
+    assert stored < sum(len(line) for line in lines)
+
+
+def test_successful_tool_output_is_replayable_but_not_indexed(archive: Archive):
+    archive.import_paths([PI_DATA / "pi-0.73.1-long-output-en.jsonl"])
+    row = archive.store.rows(
+        "SELECT m.id, m.indexed, e.raw FROM msg m JOIN entry e ON e.msg_id = m.id WHERE m.role='tool_result' ORDER BY m.id LIMIT 1 OFFSET 0"
+    )
+    assert row and row[0][1] == 0
+    ids = {r[0] for r in archive.store.rows("SELECT rowid FROM msg_fts")}
+    tool_ids = {r[0] for r in archive.store.rows("SELECT id FROM msg WHERE role='tool_result'")}
+    assert ids and not (ids & tool_ids)
+    longest = max(
+        len(json.loads(decompress(r[0]))["message"]["content"][0]["text"])
+        for r in archive.store.rows(
+            "SELECT e.raw FROM msg m JOIN entry e ON e.msg_id = m.id WHERE m.role='tool_result'"
+        )
+    )
+    assert longest > 20_000
+
+
+def test_a_fork_that_copies_entries_under_the_same_ids_adds_nothing(archive: Archive, tmp_path: Path):
+    lines = VUE.read_bytes().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["id"] = "fork-0000-session"
+    header["parentSession"] = str(VUE)
+    fork = tmp_path / "fork.jsonl"
+    fork.write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
+    archive.import_paths([VUE])
+    report = archive.import_paths([fork])
+    assert report.added == 0
+    assert archive.stats().messages == 23
+
+
+def test_the_same_session_in_two_files_is_one_session(archive: Archive):
+    archive.import_paths(
+        [PI_DATA / "pi-0.73.1-cache-index-zh-continue.jsonl", PI_DATA / "pi-1.6.0-cache-index-zh-continue.jsonl"]
+    )
+    assert archive.stats().sessions == 2  # different pi versions made different sessions
+
+
+def test_v1_file_then_its_migrated_rewrite_adds_no_duplicate(archive: Archive, tmp_path: Path):
+    v1 = BAD_DATA / "pi-v1-legacy.jsonl"
+    archive.import_paths([v1])
+    n = archive.stats().messages
+    # pi rewrites v1 files as v3: same messages, now with ids and parent ids
+    lines = v1.read_bytes().splitlines()
+    header = json.loads(lines[0])
+    header["version"] = 3
+    out, parent = [json.dumps(header)], None
+    for i, line in enumerate(lines[1:]):
+        entry = json.loads(line)
+        entry["id"], entry["parentId"] = f"{i:08x}", parent
+        parent = entry["id"]
+        out.append(json.dumps(entry, ensure_ascii=False))
+    migrated = tmp_path / "migrated.jsonl"
+    migrated.write_text("\n".join(out) + "\n")
+    report = archive.import_paths([migrated])
+    assert report.added == 0 and archive.stats().messages == n
+    # the entry ids pi assigned are now known
+    assert archive.store.scalar("SELECT count(*) FROM msg WHERE entry_id IS NOT NULL") == n
+
+
+def test_bad_files_report_line_numbers_and_keep_the_good_lines(archive: Archive):
+    report = archive.import_paths([BAD_DATA])
+    by_file = {}
+    for e in report.errors:
+        by_file.setdefault(Path(e.path).name, []).append(e.line)
+    assert by_file["pi-non-json-line-in-middle.jsonl"] == [7]
+    assert by_file["pi-truncated-mid-line.jsonl"] == [13]
+    assert "empty.jsonl" in by_file and "binary-random.jsonl" in by_file
+    assert "pi-bom-crlf.jsonl" not in by_file
+    # the damaged copies all hold the same real session: every one of its 10 messages is in
+    sid = json.loads((BAD_DATA / "pi-bom-crlf.jsonl").read_bytes().lstrip(b"\xef\xbb\xbf").splitlines()[0])["id"]
+    assert archive.store.scalar("SELECT count(*) FROM msg WHERE session_id=?", (sid,)) >= 10
+    # the 2 MB tool output line was archived too
+    assert archive.store.scalar("SELECT max(length(raw)) FROM entry") > 10_000
+
+
+def test_counters_track_indexed_documents(archive: Archive):
+    archive.import_paths([PI_DATA])
+    c = archive.store.counters()
+    assert c["indexed_docs"] == archive.store.scalar("SELECT count(*) FROM msg WHERE indexed=1")
+    assert c["indexed_chars"] == archive.store.scalar("SELECT sum(nchars) FROM msg WHERE indexed=1")
+
+
+def test_two_connections_write_at_once_without_busy_errors(db_path: Path):
+    a, b = Archive.open(db_path), Archive.open(db_path)
+    try:
+        a.import_paths([VUE])
+        b.import_paths([PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl"])
+        assert a.stats().sessions == 2
+    finally:
+        a.close()
+        b.close()
