@@ -144,18 +144,21 @@ class Importer:
         report.sessions.add(row.id)
         messages: list[NewMessage] = []
         entries: list[NewEntry] = []
+        existing = self.store.existing_hashes(row.id)
+        is_copy = parsed.header is not None and parsed.header.parent_session is not None
         for entry in parsed.entries:
             if entry.rendered is None:
                 entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
                 continue
             m = message_from_entry(row.id, entry)
-            if self.store.message_exists(row.id, m.hash) and not _needs_reconcile(self.store, m):
-                report.skipped += 1
+            if m.hash in existing and not (existing[m.hash] and m.entry_id):
+                report.skipped += 1  # already archived (and nothing to reconcile)
                 continue
-            if self.store.copied_from_elsewhere(m.entry_id, m.hash) and not self.store.message_exists(row.id, m.hash):
-                report.skipped += 1  # a fork/clone copy of a message archived under its first session
+            if is_copy and m.hash not in existing and self.store.copied_from_elsewhere(m.entry_id, m.hash):
+                report.skipped += 1  # a fork/clone copies entries under the same ids: archived once
                 continue
-            m.prepare()
+            if m.hash not in existing:
+                m.prepare()
             messages.append(m)
         with self.store.write():
             self.store.ensure_session(row)
@@ -195,6 +198,7 @@ def write_messages(
     skipped = 0
     for start in range(0, max(len(messages), 1), BATCH):
         batch = messages[start : start + BATCH]
+        added: list[NewMessage] = []
         with store.write():
             for m in batch:
                 msg_id = store.insert_message(m)
@@ -202,6 +206,8 @@ def write_messages(
                     skipped += 1
                 else:
                     added_ids.append(msg_id)
+                    added.append(m)
+            store.finish_batch(session_id, added)
             if start == 0:
                 for e in entries:
                     store.insert_entry(e)
@@ -215,15 +221,6 @@ def write_messages(
 
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
 AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = []
-
-
-def _needs_reconcile(store: Store, m: NewMessage) -> bool:
-    """A message captured live has no entry id yet; the file supplies it."""
-    if not m.entry_id:
-        return False
-    return bool(
-        store.scalar("SELECT 1 FROM msg WHERE session_id=? AND hash=? AND entry_id IS NULL", (m.session_id, m.hash))
-    )
 
 
 def file_size(path: Path) -> int:

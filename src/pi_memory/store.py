@@ -247,53 +247,69 @@ class Store:
     def insert_message(self, m: NewMessage) -> int | None:
         """Insert unless present; returns the new msg id, or None for a duplicate.
 
-        A duplicate consumes no seq. A message captured live (no entry id) and
-        later imported from the file gets its entry id filled in here.
+        Three statements for a new message (row, index, verbatim copy); the seq
+        is taken in the same INSERT, so a duplicate consumes none. Counters and
+        the session's last_at are settled once per batch by `finish_batch`. A
+        message captured live (no entry id) and later imported from the file
+        gets its entry id filled in here.
         """
-        existing = self.rows("SELECT id, entry_id FROM msg WHERE session_id=? AND hash=?", (m.session_id, m.hash))
-        if existing:
-            msg_id, entry_id = existing[0]
-            if entry_id is None and m.entry_id:
-                self.conn.execute(
-                    "UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id)
-                )
-                if m.raw is not None:
-                    self.conn.execute(
-                        "UPDATE entry SET raw=?, entry_id=? WHERE msg_id=?", (compress(m.raw), m.entry_id, msg_id)
-                    )
-            return None
-        seq = int(self.scalar("SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id=?", (m.session_id,)))
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
         self.conn.execute(
-            """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
-               VALUES (?,?,?,?,?,?,?,?,?,?,?)""",
-            (
-                m.session_id,
-                seq,
-                m.ts,
-                m.role,
-                m.text,
-                len(m.text),
-                int(m.indexed),
-                m.entry_id,
-                m.parent_id,
-                meta,
-                m.hash,
-            ),
+            """INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
+               VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1),
+                       ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)""",
+            (m.session_id, m.ts, m.role, m.text, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
         )
+        if self.conn.changes() == 0:
+            self._reconcile_entry_id(m)
+            return None
         msg_id = self.conn.last_insert_rowid()
         if m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
-            self.conn.execute(
-                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN 1 ELSE ? END", (len(m.text),)
-            )
         if m.raw is not None:
             self.conn.execute(
                 "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
                 (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, compress(m.raw)),
             )
-        self.conn.execute("UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (m.ts, m.session_id))
         return msg_id
+
+    def _reconcile_entry_id(self, m: NewMessage) -> None:
+        if not m.entry_id:
+            return
+        rows = self.rows(
+            "SELECT id FROM msg WHERE session_id=? AND hash=? AND entry_id IS NULL", (m.session_id, m.hash)
+        )
+        if not rows:
+            return
+        msg_id = rows[0][0]
+        self.conn.execute("UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id))
+        if m.raw is not None:
+            self.conn.execute(
+                "UPDATE entry SET raw=?, entry_id=?, type=? WHERE msg_id=?",
+                (compress(m.raw), m.entry_id, m.entry_type, msg_id),
+            )
+
+    def finish_batch(self, session_id: str, added: list[NewMessage]) -> None:
+        """Counters the ranking needs, and the session's newest time, once per batch."""
+        indexed = [m for m in added if m.indexed]
+        if indexed:
+            self.conn.execute(
+                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN ? ELSE ? END",
+                (len(indexed), sum(len(m.text) for m in indexed)),
+            )
+        if added:
+            self.conn.execute(
+                "UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (max(m.ts for m in added), session_id)
+            )
+
+    def existing_hashes(self, session_id: str) -> dict[str, bool]:
+        """hash -> whether that message still lacks its entry id, for one session."""
+        return {
+            str(h): bool(missing)
+            for h, missing in self.conn.execute(
+                "SELECT hash, entry_id IS NULL FROM msg WHERE session_id=?", (session_id,)
+            )
+        }
 
     def insert_entry(self, e: NewEntry) -> bool:
         self.conn.execute(

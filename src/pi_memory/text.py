@@ -32,14 +32,17 @@ _CJK_RANGES = (
     "\U00030000-\U000323af"  # Ext G-H
     "\U0002f800-\U0002fa1f"  # compatibility supplement
 )
+MIN_WORD_LEN = 2
 _CJK_RUN = re.compile(f"[{_CJK_RANGES}]+")
 _SEGMENT = re.compile(f"([{_CJK_RANGES}]+)|([^{_CJK_RANGES}]+)")
 _WORD_RUN = re.compile(r"\w+")
+# words: runs of 2+ word characters that are not CJK (letters of any script, digits, _)
+_WORDS = re.compile(f"[^\\W{_CJK_RANGES}]{{{MIN_WORD_LEN},}}")
+# camelCase: a lower-case letter followed by an upper-case one
+_CAMEL = re.compile(r"[a-z][A-Z]")
 # Parts of identifiers: `openAiKey` -> open, ai, key; `OPENAI_API_KEY` -> openai, api, key.
 _IDENT_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _HAS_CJK = re.compile(f"[{_CJK_RANGES}]")
-
-MIN_WORD_LEN = 2
 
 
 @lru_cache(maxsize=1)
@@ -94,38 +97,28 @@ def _identifier_parts(word: str) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
-def _add_cjk(run: str, out: Tokens) -> None:
-    out.chars.extend(run)
-    out.grams.extend(run[i : i + 2] for i in range(len(run) - 1))
-
-
-def _add_word(word: str, original: str, out: Tokens) -> None:
-    if len(word) < MIN_WORD_LEN:
-        return
-    out.chars.append(word)
-    out.grams.append(word)
-    out.chars.extend(_identifier_parts(original))
-
-
 def tokenize(text: str) -> Tokens:
-    """Cut text into the two channels. Case and script are normalized first."""
-    original = fold_chinese(text.replace("\x00", " "))
-    lowered = original.lower()
-    same_shape = len(lowered) == len(original)
-    out = Tokens()
-    for match in _WORD_RUN.finditer(lowered):
-        run = match.group()
-        raw = original[match.start() : match.end()] if same_shape else run
-        if run.isascii():
-            _add_word(run, raw, out)
-            continue
-        for seg in _SEGMENT.finditer(run):
-            cjk, other = seg.group(1), seg.group(2)
-            if cjk:
-                _add_cjk(cjk, out)
-            else:
-                _add_word(other, raw[seg.start() : seg.end()] if same_shape else other, out)
-    return out
+    """Cut text into the two channels. Case and script are normalized first.
+
+    This runs for every archived message, so each token kind is found by one
+    regex pass and appended in bulk. Token order within a channel does not
+    matter: the index keeps which column holds a token, not where (detail=column).
+    """
+    text = fold_chinese(text.replace("\x00", " "))
+    runs = _CJK_RUN.findall(text)
+    chars: list[str] = list("".join(runs))
+    grams: list[str] = []
+    for run in runs:
+        if len(run) > 1:
+            grams.extend(map(str.__add__, run, run[1:]))
+    originals = _WORDS.findall(text)
+    words = [w.lower() for w in originals]
+    chars.extend(words)
+    grams.extend(words)
+    for original, word in zip(originals, words, strict=True):
+        if "_" in word or (original != word and _CAMEL.search(original)):
+            chars.extend(_identifier_parts(original))
+    return Tokens(chars, grams)
 
 
 @dataclass(frozen=True)
