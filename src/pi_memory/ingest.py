@@ -109,11 +109,103 @@ def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
     )
 
 
+@dataclass
+class SessionWrite:
+    """Everything one session contributes to a write: its row, new messages, other entries."""
+
+    session_id: str
+    messages: list[NewMessage]
+    entries: list[NewEntry] = field(default_factory=list)
+    row: SessionRow | None = None  # created or widened in the same transaction
+    source: tuple[str, int, int] | None = None  # (path, size, mtime_ns), recorded with its last messages
+
+
+def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
+    """The one write path (import, live capture, watch). Returns (added, duplicates).
+
+    Messages must be `prepare()`d (tokenized) already: nothing but SQL runs
+    inside a transaction. Units are packed into transactions of about `BATCH`
+    messages: few enough to keep the lock short for a live writer, many enough
+    that FTS5 writes one segment per transaction instead of one per session.
+    After the messages are in, each hook in `AFTER_WRITE` runs with the ids that
+    were added, per session, in its own transaction (runs hang off this).
+    """
+    added_ids: dict[str, list[int]] = {}
+    skipped = 0
+    for txn in _pack(units):
+        with store.write():
+            for unit, chunk, first, last in txn:
+                skipped += _write_chunk(store, unit, chunk, first, last, added_ids)
+    if added_ids:
+        with store.write():
+            for session_id in added_ids:
+                store.update_first_user(session_id)
+        for session_id, ids in added_ids.items():
+            for hook in AFTER_WRITE:
+                hook(store, session_id, ids)
+    return sum(len(v) for v in added_ids.values()), skipped
+
+
+def _write_chunk(
+    store: Store, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool, added_ids: dict[str, list[int]]
+) -> int:
+    """One session's part of a transaction; returns how many messages were already there."""
+    if first and unit.row is not None:
+        store.ensure_session(unit.row)
+    added: list[NewMessage] = []
+    for m in chunk:
+        msg_id = store.insert_message(m)
+        if msg_id is not None:
+            added_ids.setdefault(unit.session_id, []).append(msg_id)
+            added.append(m)
+    store.finish_batch(unit.session_id, added)
+    if first:
+        for e in unit.entries:
+            store.insert_entry(e)
+    if last and unit.source is not None:
+        store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2])
+    return len(chunk) - len(added)
+
+
+def _pack(units: list[SessionWrite]) -> list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]]:
+    """Split units into chunks and group the chunks into transactions of about BATCH messages."""
+    txns: list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]] = [[]]
+    size = 0
+    for unit in units:
+        starts = list(range(0, len(unit.messages), BATCH)) or [0]
+        for i, start in enumerate(starts):
+            chunk = unit.messages[start : start + BATCH]
+            if size and size + len(chunk) > BATCH:
+                txns.append([])
+                size = 0
+            txns[-1].append((unit, chunk, i == 0, i == len(starts) - 1))
+            size += len(chunk)
+    return [t for t in txns if t]
+
+
+def write_messages(
+    store: Store, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
+) -> tuple[int, int]:
+    """Write one session's messages (the session row must exist): live capture's path."""
+    return write_sessions(store, [SessionWrite(session_id, messages, list(entries or []))])
+
+
 class Importer:
+    """Reads files, keeps what is new, and writes it through `write_sessions` in packed batches."""
+
+    FLUSH_FILES = 50
+
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._pending: list[SessionWrite] = []
+        self._pending_messages = 0
 
     def import_file(self, path: Path, force: bool = False) -> ImportReport:
+        report = self._read_file(path, force)
+        self.flush(report)
+        return report
+
+    def _read_file(self, path: Path, force: bool) -> ImportReport:
         report = ImportReport(files=1)
         try:
             stat = path.stat()
@@ -134,21 +226,22 @@ class Importer:
             if not parsed.skipped:
                 report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
             return report
-        self.write_session(parsed, path, report)
-        with self.store.write():
-            self.store.record_source_file(key, parsed.header.session_id, stat.st_size, stat.st_mtime_ns)
+        unit = self.plan_session(parsed, path, report)
+        unit.source = (key, stat.st_size, stat.st_mtime_ns)
+        self._pending.append(unit)
+        self._pending_messages += len(unit.messages)
         return report
 
-    def write_session(self, parsed: ParsedSession, path: Path, report: ImportReport) -> None:
+    def plan_session(self, parsed: ParsedSession, path: Path, report: ImportReport) -> SessionWrite:
+        """What of this session is new: tokenized messages and the other entries."""
         row = _session_row(parsed, path)
         report.sessions.add(row.id)
-        messages: list[NewMessage] = []
-        entries: list[NewEntry] = []
+        unit = SessionWrite(row.id, [], [], row)
         existing = self.store.existing_hashes(row.id)
         is_copy = parsed.header is not None and parsed.header.parent_session is not None
         for entry in parsed.entries:
             if entry.rendered is None:
-                entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
+                unit.entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
                 continue
             m = message_from_entry(row.id, entry)
             if m.hash in existing and not (existing[m.hash] and m.entry_id):
@@ -159,64 +252,29 @@ class Importer:
                 continue
             if m.hash not in existing:
                 m.prepare()
-            messages.append(m)
-        with self.store.write():
-            self.store.ensure_session(row)
-        self._write_batches(row.id, messages, entries, report)
+            unit.messages.append(m)
+        return unit
 
-    def _write_batches(
-        self, session_id: str, messages: list[NewMessage], entries: list[NewEntry], report: ImportReport
-    ) -> None:
-        added, skipped = write_messages(self.store, session_id, messages, entries)
+    def flush(self, report: ImportReport) -> None:
+        if not self._pending:
+            return
+        added, skipped = write_sessions(self.store, self._pending)
         report.added += added
         report.skipped += skipped
+        self._pending, self._pending_messages = [], 0
 
     def import_paths(
         self, paths: Iterable[Path], force: bool = False, progress: Callable[[Path], None] | None = None
     ) -> ImportReport:
         report = ImportReport()
         for path in discover(paths):
-            report.merge(self.import_file(path, force=force))
+            report.merge(self._read_file(path, force))
+            if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
+                self.flush(report)
             if progress:
                 progress(path)
+        self.flush(report)
         return report
-
-
-def write_messages(
-    store: Store,
-    session_id: str,
-    messages: list[NewMessage],
-    entries: list[NewEntry] = (),  # type: ignore[assignment]
-) -> tuple[int, int]:
-    """The one write path (import, live capture, watch): batches of short transactions.
-
-    Messages must be `prepare()`d (tokenized) already. Returns (added, duplicates).
-    After the messages are in, each hook in `AFTER_WRITE` runs in its own short
-    transaction with the ids that were added (runs and summaries hang off this).
-    """
-    added_ids: list[int] = []
-    skipped = 0
-    for start in range(0, max(len(messages), 1), BATCH):
-        batch = messages[start : start + BATCH]
-        added: list[NewMessage] = []
-        with store.write():
-            for m in batch:
-                msg_id = store.insert_message(m)
-                if msg_id is None:
-                    skipped += 1
-                else:
-                    added_ids.append(msg_id)
-                    added.append(m)
-            store.finish_batch(session_id, added)
-            if start == 0:
-                for e in entries:
-                    store.insert_entry(e)
-    if added_ids:
-        with store.write():
-            store.update_first_user(session_id)
-        for hook in AFTER_WRITE:
-            hook(store, session_id, added_ids)
-    return len(added_ids), skipped
 
 
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
