@@ -10,10 +10,9 @@ import apsw
 import pytest
 from click.testing import CliRunner
 
+from conftest import python_cli
 from pi_memory.cli import cli
 from pi_memory.memory.chain import canonical
-
-from conftest import python_cli
 
 
 @pytest.fixture
