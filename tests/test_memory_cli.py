@@ -140,3 +140,17 @@ def test_the_installed_command_runs_remember_and_memories(ws: Path) -> None:
         [*python_cli(), "memories", "--cwd", str(ws), "--json", "使用"], capture_output=True, text=True, check=True
     )
     assert [m["body"] for m in json.loads(listing.stdout)["memories"]] == ["使用 pnpm"]
+
+
+def test_every_memory_subcommand_is_documented_in_the_readme() -> None:
+    import re
+
+    from pi_memory.cli import memory
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    documented = {
+        name
+        for group in re.findall(r"^### `pi-memory memory ([a-z|]+)", readme, flags=re.M)
+        for name in group.split("|")
+    }
+    assert set(memory.commands) <= documented, f"undocumented: {sorted(set(memory.commands) - documented)}"
