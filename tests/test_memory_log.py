@@ -210,3 +210,33 @@ def test_two_stores_appending_in_turn_never_reuse_a_seq(db_path: Path, ws: Path)
     finally:
         a.close()
         b.close()
+
+
+WRITER = """
+import sys
+from pi_memory.store import Store
+from pi_memory.memory import Memories
+store = Store.open(sys.argv[1])
+for i in range(int(sys.argv[4])):
+    Memories(store).remember(sys.argv[2], f"{sys.argv[3]} memory {i}")
+store.close()
+"""
+
+
+def test_concurrent_writer_processes_lose_no_event_and_keep_one_chain(db_path: Path, ws: Path) -> None:
+    import subprocess
+    import sys
+
+    Store.open(db_path).close()  # migrate once, before the race
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(db_path), str(ws), f"writer{n}", "15"]) for n in range(3)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    store = Store.open(db_path)
+    try:
+        mem = Memories(store)
+        report = mem.log.report(workspace_key(ws))
+        assert report.ok and report.trusted == 45
+        assert len(mem.list(ws).found) == 45
+    finally:
+        store.close()

@@ -179,3 +179,12 @@ def test_bad_kind_scope_and_status_are_one_line_errors(archive: Archive, ws: Pat
         archive.memory_remember(ws, "x", scope="global")
     with pytest.raises(BadInput, match="unknown status"):
         archive.memory_list(ws, status="gone")
+
+
+def test_an_id_from_another_workspace_is_refused_with_a_pointer_to_it(
+    archive: Archive, ws: Path, other_ws: Path
+) -> None:
+    done = archive.memory_remember(other_ws, "lives elsewhere")
+    with pytest.raises(NotFound, match=f"belongs to workspace {other_ws.resolve()}"):
+        archive.memory_forget(ws, done.record.id)
+    assert archive.memory_get(other_ws, done.record.id).body == "lives elsewhere"

@@ -208,3 +208,14 @@ def test_slash_forget_and_usage_errors(archive: Archive, ws: str) -> None:
         MEMORY_COMMANDS["forget"](archive, "  ", ws, "s1")
     with pytest.raises(BadInput, match="usage"):
         MEMORY_COMMANDS["remember"](archive, "pin kind:fact", ws, "s1")
+
+
+def test_call_tool_ignores_a_cwd_or_session_the_model_sends(archive: Archive, ws: str, tmp_path: Path) -> None:
+    from pi_memory.memory.tools import call_tool
+
+    archive.memory_remember(ws, "here only")
+    params = {"query": "here", "cwd": str(tmp_path), "session_id": "forged"}
+    result = call_tool(archive, "memory_search", params, cwd=ws, session_id="s1")
+    assert [r["snippet"] for r in result["results"]] == ["here only"]
+    with pytest.raises(BadInput, match="unknown memory tool"):
+        call_tool(archive, "memory_delete_all", {}, cwd=ws, session_id="s1")

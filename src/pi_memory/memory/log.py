@@ -149,6 +149,15 @@ class MemoryLog:
     def workspaces(self) -> list[str]:
         return [str(r[0]) for r in self.store.rows("SELECT DISTINCT workspace FROM memory_chain ORDER BY workspace")]
 
+    def workspaces_holding(self, memory_id: str) -> list[str]:
+        """Workspaces whose active chain created this memory id (a help for people who mixed them up)."""
+        if not memory_id.startswith("mem_") or not memory_id[4:].isalnum():
+            return []
+        needle = f'%"id":"{memory_id}"%'
+        sql = """SELECT DISTINCT c.workspace FROM memory_event e JOIN memory_chain c ON c.id = e.chain
+                 WHERE e.event LIKE ? AND c.id = (SELECT max(id) FROM memory_chain WHERE workspace = c.workspace)"""
+        return sorted(str(r[0]) for r in self.store.rows(sql, (needle,)))
+
     def export_lines(self, workspace: str, raw: bool = False) -> tuple[list[str], ChainReport]:
         """The chain as JSONL lines: the trusted prefix, or every stored row with `raw`."""
         with self.store.read():

@@ -157,7 +157,7 @@ class Memories:
                 "source_entry_ids": list(sources.ids),
             }
             if supersede:
-                old = resolve_id(state, supersede, session_id)
+                old = self._resolve(state, supersede, session_id, cwd)
                 outcome["action"] = "superseded"
                 base.update(type="supersede", supersedes=old.id, kind=kind_v or old.kind, pinned=pin or old.pinned)
                 return _stamp(base, "user", session_id, ts)
@@ -264,7 +264,7 @@ class Memories:
 
     def get(self, cwd: str | Path | None, ref: str, *, session_id: str | None = None) -> MemoryRecord:
         _workspace, state, _report = self.state(cwd)
-        return resolve_id(state, ref, session_id)
+        return self._resolve(state, ref, session_id, cwd)
 
     def injection_text(
         self, cwd: str | Path | None, session_id: str | None, budget: int = find.INJECTION_BUDGET
@@ -274,6 +274,18 @@ class Memories:
 
     # --- plumbing -------------------------------------------------------------------
 
+    def _resolve(self, state: MemoryState, ref: str, session_id: str | None, cwd: str | Path | None) -> MemoryRecord:
+        """`resolve_id`, and when a full id is not here, say which workspace holds it."""
+        try:
+            return resolve_id(state, ref, session_id)
+        except NotFound:
+            elsewhere = [w for w in self.log.workspaces_holding(ref.strip()) if w != workspace_key(cwd)]
+            if elsewhere:
+                raise NotFound(
+                    f"memory {ref.strip()} belongs to workspace {elsewhere[0]}: pass --cwd {elsewhere[0]}"
+                ) from None
+            raise
+
     def _append(self, cwd: str | Path | None, build: Any) -> Appended:
         return self.log.append(workspace_key(cwd), build)
 
@@ -281,7 +293,7 @@ class Memories:
         self, cwd: str | Path | None, ref: str, kind: str, author: str, session_id: str | None, extra: dict[str, Any]
     ) -> WriteResult:
         def build(state: MemoryState) -> dict[str, Any]:
-            target = resolve_id(state, ref, session_id)
+            target = self._resolve(state, ref, session_id, cwd)
             return _stamp({"type": kind, "id": target.id, **extra}, author, session_id, None)
 
         done = self._append(cwd, build)

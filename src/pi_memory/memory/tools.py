@@ -171,6 +171,18 @@ MEMORY_TOOLS: dict[str, Callable[[Archive, dict[str, Any]], Any]] = {
     "memory_update": memory_update,
 }
 
+
+def call_tool(archive: Archive, name: str, params: dict[str, Any] | None, *, cwd: str, session_id: str | None) -> Any:
+    """The one call a front end makes for a model's tool call: the host's cwd and session always win."""
+    handler = MEMORY_TOOLS.get(name)
+    if handler is None:
+        raise BadInput(f"unknown memory tool {name!r}: use one of {', '.join(MEMORY_TOOLS)}")
+    if params is not None and not isinstance(params, dict):
+        raise BadInput("tool parameters must be a JSON object")
+    from_model = {k: v for k, v in (params or {}).items() if k not in ("cwd", "session_id")}
+    return handler(archive, {**from_model, "cwd": cwd, "session_id": session_id})
+
+
 # Descriptions and JSON schemas of the model-visible parameters (cwd and session_id are not among them).
 MEMORY_TOOL_SPECS: dict[str, dict[str, Any]] = {
     "memory_search": {
