@@ -86,6 +86,8 @@ def test_remembering_the_text_of_an_open_proposal_confirms_it(archive: Archive, 
     assert done.action == "confirmed" and done.record.id == proposal.record.id and done.record.status == "active"
     again = archive.memory_remember(ws, "deploy on fridays is forbidden")
     assert again.action == "unchanged" and not again.written
+    pinned = archive.memory_remember(ws, "deploy on fridays is forbidden", pin=True)
+    assert pinned.action == "pinned" and pinned.record.pinned and pinned.record.id == proposal.record.id
 
 
 def test_a_model_can_edit_and_resolve_only_its_own_provisional_proposals(archive: Archive, ws: Path) -> None:

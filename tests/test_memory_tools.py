@@ -198,7 +198,7 @@ def test_slash_memories_filters_by_status_kind_and_keywords(archive: Archive, ws
     archive.memory_remember(ws, "token budget is 4000", pin=True)
     archive.memory_remember(ws, "token refresh happens hourly")
     out = MEMORY_COMMANDS["memories"](archive, "status:pinned token", ws, "s1")
-    assert "token budget" in out and "hourly" not in out and out.startswith("1 memories (status pinned)")
+    assert "token budget" in out and "hourly" not in out and out.startswith("1 memory (status pinned)")
 
 
 def test_slash_forget_and_usage_errors(archive: Archive, ws: str) -> None:
@@ -219,3 +219,15 @@ def test_call_tool_ignores_a_cwd_or_session_the_model_sends(archive: Archive, ws
     assert [r["snippet"] for r in result["results"]] == ["here only"]
     with pytest.raises(BadInput, match="unknown memory tool"):
         call_tool(archive, "memory_delete_all", {}, cwd=ws, session_id="s1")
+
+
+def test_numeric_strings_are_accepted_and_other_bad_params_are_one_line_errors(archive: Archive, ws: str) -> None:
+    archive.memory_remember(ws, "one")
+    archive.memory_remember(ws, "two")
+    assert len(call(archive, "memory_search", ws, limit="1")["results"]) == 1
+    with pytest.raises(BadInput, match="whole number"):
+        call(archive, "memory_search", ws, limit="many")
+    with pytest.raises(BadInput, match="non-empty"):
+        call(archive, "memory_propose", ws, body="")
+    with pytest.raises(BadInput, match="list"):
+        call(archive, "memory_propose", ws, body="x", source_entry_ids="abc")

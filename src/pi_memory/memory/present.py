@@ -40,7 +40,8 @@ def record_line(record: MemoryRecord) -> str:
 
 def format_listing(listing: Listing) -> str:
     what = f"status {listing.status}" if listing.status else "pinned, active and provisional"
-    head = f"{len(listing.found)} memories ({what}) in {listing.workspace}"
+    count = len(listing.found)
+    head = f"{count} {'memory' if count == 1 else 'memories'} ({what}) in {listing.workspace}"
     if listing.query:
         head += f" matching {listing.query!r}"
     lines = [head + ":" if listing.found else head]

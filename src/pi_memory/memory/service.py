@@ -165,6 +165,9 @@ class Memories:
             if same is not None and same.status == "provisional":
                 outcome["action"] = "confirmed"
                 return _stamp({"type": "confirm", "id": same.id, "pin": pin}, "user", session_id, ts)
+            if same is not None and pin and not same.pinned and same.status == "active":
+                outcome["action"] = "pinned"  # the same text again, now asked to be pinned
+                return _stamp({"type": "pin", "id": same.id}, "user", session_id, ts)
             if same is not None:
                 outcome["action"] = "unchanged"
                 return same

@@ -59,6 +59,8 @@ def _int_param(params: dict[str, Any], name: str, default: int, low: int, high: 
     value = params.get(name, default)
     if value is None:
         return default
+    if isinstance(value, str) and value.strip().isdigit():  # models often send numbers as strings
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadInput(f"{name} must be a whole number")
     return max(low, min(int(value), high))
