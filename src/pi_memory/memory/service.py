@@ -110,6 +110,15 @@ def _checked(fn: Any, *args: Any) -> Any:
         raise BadInput(str(exc)) from None
 
 
+def _restated(same: MemoryRecord, pin: bool) -> tuple[str, dict[str, Any] | None]:
+    """The user says again what is already there: confirm a proposal, pin if asked, else nothing."""
+    if same.status == "provisional":
+        return "confirmed", {"type": "confirm", "id": same.id, "pin": pin}
+    if pin and not same.pinned:
+        return "pinned", {"type": "pin", "id": same.id}
+    return "unchanged", None
+
+
 def _stamp(event: dict[str, Any], author: str, session_id: str | None, ts: int | None) -> dict[str, Any]:
     return {**event, "author": author, "session_id": session_id, "ts": ts if ts is not None else now_ms()}
 
@@ -162,15 +171,9 @@ class Memories:
                 base.update(type="supersede", supersedes=old.id, kind=kind_v or old.kind, pinned=pin or old.pinned)
                 return _stamp(base, "user", session_id, ts)
             same = find_duplicate(state.records.values(), text, scope_v, session_id)
-            if same is not None and same.status == "provisional":
-                outcome["action"] = "confirmed"
-                return _stamp({"type": "confirm", "id": same.id, "pin": pin}, "user", session_id, ts)
-            if same is not None and pin and not same.pinned and same.status == "active":
-                outcome["action"] = "pinned"  # the same text again, now asked to be pinned
-                return _stamp({"type": "pin", "id": same.id}, "user", session_id, ts)
             if same is not None:
-                outcome["action"] = "unchanged"
-                return same
+                outcome["action"], event = _restated(same, pin)
+                return _stamp(event, "user", session_id, ts) if event else same
             outcome["action"] = "created"
             return _stamp({**base, "type": "create", "kind": kind_v or "note"}, "user", session_id, ts)
 

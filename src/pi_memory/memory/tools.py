@@ -98,6 +98,8 @@ def memory_search(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         "results": [],
         "nextOffset": None,
     }
+    if not listing.chain.ok:
+        out["warning"] = present.chain_warning(listing.chain)
     for found in page[:limit]:
         item = {k: v for k, v in found.record.to_dict().items() if k not in ("body", "source_entry_ids")}
         item.update(chars=len(found.record.body), snippet=found.snippet, clipped=found.snippet != found.record.body)
@@ -107,8 +109,6 @@ def memory_search(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     shown = len(out["results"])
     if offset + shown < len(listing.found):
         out["nextOffset"] = offset + shown
-    if not listing.chain.ok:
-        out["warning"] = present.chain_warning(listing.chain)
     return out
 
 
