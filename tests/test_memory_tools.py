@@ -231,3 +231,17 @@ def test_numeric_strings_are_accepted_and_other_bad_params_are_one_line_errors(a
         call(archive, "memory_propose", ws, body="")
     with pytest.raises(BadInput, match="list"):
         call(archive, "memory_propose", ws, body="x", source_entry_ids="abc")
+
+
+def test_bridge_methods_return_text_for_tools_commands_and_injection(archive: Archive, ws: str) -> None:
+    from pi_memory.memory.tools import BRIDGE_METHODS
+
+    host = {"cwd": ws, "session_id": "s1"}
+    note = BRIDGE_METHODS["memory_command"](archive, {**host, "name": "remember", "args": "pin 使用 pnpm"})
+    assert note["text"].startswith("remembered mem_")
+    found = BRIDGE_METHODS["memory_search"](archive, {**host, "query": "pnpm"})
+    assert json.loads(found["text"]) == found["result"] and found["result"]["results"][0]["snippet"] == "使用 pnpm"
+    block = BRIDGE_METHODS["memory_injection"](archive, {**host, "budget": 4000})["text"]
+    assert block == injection_text(archive, ws, "s1") and "使用 pnpm" in block
+    with pytest.raises(BadInput, match="unknown memory command"):
+        BRIDGE_METHODS["memory_command"](archive, {**host, "name": "drop"})

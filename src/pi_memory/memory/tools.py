@@ -337,3 +337,44 @@ MEMORY_COMMANDS: dict[str, Callable[[Archive, str, str, str | None], str]] = {
     "memories": memories_command,
     "forget": forget_command,
 }
+
+
+# --- the pi bridge: `METHODS.update(BRIDGE_METHODS)` ---------------------------------------
+
+
+def tool_text(result: Any) -> str:
+    """A tool result as the model sees it: compact JSON (never longer than the budgeted form)."""
+    return json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+
+
+def _bridge_tool(name: str) -> Callable[[Archive, dict[str, Any]], dict[str, Any]]:
+    def run(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+        result = MEMORY_TOOLS[name](archive, params)
+        return {"text": tool_text(result), "result": result}
+
+    return run
+
+
+def bridge_command(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    """`{"name": "remember"|"memories"|"forget", "args", "cwd", "session_id"}` -> `{"text"}` to notify."""
+    name = _str_param(params, "name") or ""
+    handler = MEMORY_COMMANDS.get(name)
+    if handler is None:
+        raise BadInput(f"unknown memory command {name!r}: use one of {', '.join(MEMORY_COMMANDS)}")
+    cwd, session = _context(params)
+    return {"text": handler(archive, _str_param(params, "args") or "", cwd, session)}
+
+
+def bridge_injection(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    """`{"cwd", "session_id", "budget"?}` -> `{"text"}`: append to the system prompt when non-empty."""
+    cwd, session = _context(params)
+    budget = _int_param(params, "budget", INJECTION_BUDGET, 0, 50_000)
+    return {"text": injection_text(archive, cwd, session, budget)}
+
+
+# Every value takes `(archive, params)`; params carry the host's `cwd` and `session_id`.
+BRIDGE_METHODS: dict[str, Callable[[Archive, dict[str, Any]], dict[str, Any]]] = {
+    **{name: _bridge_tool(name) for name in MEMORY_TOOLS},
+    "memory_command": bridge_command,
+    "memory_injection": bridge_injection,
+}
