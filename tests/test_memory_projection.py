@@ -161,7 +161,7 @@ def test_source_entry_ids_are_capped_at_4096_chars() -> None:
 
 
 def test_model_proposals_hide_from_the_default_listing_after_30_days() -> None:
-    old = record(updated_ts=0)
+    old = record(created_ts=0, updated_ts=30 * DAY_MS)  # an edit does not extend the 30 days
     assert policy.matches_status(old, None, 29 * DAY_MS)
     assert not policy.matches_status(old, None, 31 * DAY_MS)
     assert policy.matches_status(old, "provisional", 31 * DAY_MS)

@@ -104,9 +104,9 @@ def visible_to(record: MemoryRecord, session_id: str | None) -> bool:
 
 
 def expired_proposal(record: MemoryRecord, now_ms: int) -> bool:
-    """A model or rule proposal nobody confirmed for 30 days: hidden unless asked for by status."""
+    """A model or rule proposal nobody confirmed within 30 days of its creation (edits do not extend it)."""
     return (
-        record.status == "provisional" and not record.authoritative and now_ms - record.updated_ts > PROVISIONAL_TTL_MS
+        record.status == "provisional" and not record.authoritative and now_ms - record.created_ts > PROVISIONAL_TTL_MS
     )
 
 

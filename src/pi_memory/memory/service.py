@@ -96,7 +96,7 @@ def resolve_id(state: MemoryState, ref: str, session_id: str | None) -> MemoryRe
         raise BadInput(f"memory id {ref!r} is too short: give at least {MIN_ID_PREFIX} characters after mem_")
     matches = [r for r in visible if r.id.startswith(want)]
     if not matches:
-        raise NotFound(f"no memory {ref!r} in this workspace (session memories need their --session)")
+        raise NotFound(f"no memory {ref!r} in this workspace (a session memory is visible only in its own session)")
     if len(matches) > 1:
         raise BadInput(f"memory id {ref!r} is ambiguous: give more characters")
     return matches[0]
