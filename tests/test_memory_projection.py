@@ -199,3 +199,8 @@ def test_scope_kind_and_status_values_are_checked() -> None:
         policy.normalize_kind("wish")
     with pytest.raises(ValueError, match="unknown status"):
         policy.normalize_status("gone")
+
+
+def test_text_with_a_lone_surrogate_is_refused_and_such_source_ids_are_dropped() -> None:
+    assert "invalid Unicode" in (policy.body_problem("bad \ud800 text") or "")
+    assert policy.cap_source_ids(["ok", "bad\udc00"]).ids == ("ok",)

@@ -33,9 +33,20 @@ MAX_PRIORITY = 1_000_000  # priorities are small ordering hints, not arbitrary n
 def body_problem(body: object) -> str | None:
     if not isinstance(body, str) or not body.strip():
         return "a memory needs a non-empty text"
+    if not _is_valid_unicode(body):
+        return "memory text contains invalid Unicode (a lone surrogate); nothing was written"
     if len(body) > MAX_BODY_CHARS:
         return f"memory text is {len(body):,} chars, over the {MAX_BODY_CHARS:,}-char limit (it is refused, not cut)"
     return None
+
+
+def _is_valid_unicode(text: str) -> bool:
+    """Text that has a UTF-8 form (a JS string can carry a lone surrogate, which has none)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def normalize_scope(scope: str | None) -> str:
@@ -83,7 +94,7 @@ def cap_source_ids(ids: Iterable[object]) -> SourceIds:
     distinct: list[str] = []
     for raw in ids:
         value = str(raw).strip()
-        if value and value not in distinct:
+        if value and _is_valid_unicode(value) and value not in distinct:
             distinct.append(value)
     kept: list[str] = []
     chars = 0
