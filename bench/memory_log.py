@@ -15,9 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from pi_memory.memory import Memories
+from pi_memory import Archive
 from pi_memory.memory.tools import MEMORY_TOOLS
-from pi_memory.store import Store
 
 TEXTS = ["使用 pnpm 而不是 npm", "不要修改生产数据库", "Run the linter before committing", "测试放在 tests/ 目录"]
 
@@ -29,8 +28,8 @@ def timed_ms(fn: object, *args: object, **kwargs: object) -> float:
 
 
 def run(db: Path, sizes: list[int]) -> None:
-    store = Store.open(db)
-    mem = Memories(store)
+    archive = Archive.open(db)
+    mem = archive.memories
     workspace = tempfile.mkdtemp(prefix="bench-ws-")
     written = 0
     print("events  append p50/max ms  list ms  search ms  verify ms  inject ms  memory_search ms")
@@ -44,12 +43,12 @@ def run(db: Path, sizes: list[int]) -> None:
         search_ms = timed_ms(mem.list, workspace, "pnpm 数据库")
         verify_ms = timed_ms(mem.log.report, str(Path(workspace).resolve()))
         inject_ms = timed_ms(mem.injection_text, workspace, None)
-        tool_ms = timed_ms(MEMORY_TOOLS["memory_search"], type("A", (), {"store": store})(), {"cwd": workspace, "query": "pnpm"})
+        tool_ms = timed_ms(MEMORY_TOOLS["memory_search"], archive, {"cwd": workspace, "query": "pnpm"})
         print(
             f"{size:6d}  {statistics.median(tail):7.2f}/{max(tail):6.2f}  {list_ms:7.1f}  {search_ms:8.1f}  "
             f"{verify_ms:8.1f}  {inject_ms:8.1f}  {tool_ms:8.1f}"
         )
-    store.close()
+    archive.close()
 
 
 def main() -> None:
