@@ -20,6 +20,9 @@ import apsw
 
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .ingest import Importer, ImportReport
+from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
+from .memory.find import INJECTION_BUDGET
+from .memory.log import ImportResult, RepairResult, parse_export
 from .search import Filters, Hit, Searcher
 from .sources.pi import default_sessions_dir
 from .store import Store, default_db_path
@@ -285,6 +288,61 @@ class Archive:
             roles=roles,
             path=str(self.store.path),
         )
+
+    # --- long-term memory (see `pi_memory.memory`) ---------------------------------------
+
+    @property
+    def memories(self) -> Memories:
+        """The memory operations; every method names its workspace by a cwd (None: the current directory)."""
+        return Memories(self.store)
+
+    def memory_remember(self, cwd: str | Path | None, text: str, **options: Any) -> WriteResult:
+        return self.memories.remember(cwd, text, **options)
+
+    def memory_list(self, cwd: str | Path | None, query: str = "", **filters: Any) -> Listing:
+        return self.memories.list(cwd, query, **filters)
+
+    def memory_get(self, cwd: str | Path | None, ref: str, session_id: str | None = None) -> MemoryRecord:
+        return self.memories.get(cwd, ref, session_id=session_id)
+
+    def memory_forget(self, cwd: str | Path | None, ref: str, session_id: str | None = None) -> WriteResult:
+        return self.memories.forget(cwd, ref, session_id=session_id)
+
+    def memory_confirm(
+        self, cwd: str | Path | None, ref: str, session_id: str | None = None, pin: bool = False
+    ) -> WriteResult:
+        return self.memories.confirm(cwd, ref, session_id=session_id, pin=pin)
+
+    def memory_pin(
+        self, cwd: str | Path | None, ref: str, session_id: str | None = None, pinned: bool = True
+    ) -> WriteResult:
+        return self.memories.pin(cwd, ref, session_id=session_id, pinned=pinned)
+
+    def memory_propose(self, cwd: str | Path | None, text: str, **options: Any) -> WriteResult:
+        return self.memories.propose(cwd, text, **options)
+
+    def memory_verify(
+        self, cwd: str | Path | None = None, all_workspaces: bool = False
+    ) -> list[tuple[str, ChainReport]]:
+        log = self.memories.log
+        keys = log.workspaces() if all_workspaces else [workspace_key(cwd)]
+        return [(key, log.report(key)) for key in keys]
+
+    def memory_export(self, cwd: str | Path | None, raw: bool = False) -> tuple[list[str], ChainReport]:
+        return self.memories.log.export_lines(workspace_key(cwd), raw=raw)
+
+    def memory_import(self, cwd: str | Path | None, lines: Iterable[str]) -> ImportResult:
+        rows, torn = parse_export(lines)
+        return self.memories.log.import_rows(workspace_key(cwd), rows, torn)
+
+    def memory_repair(self, cwd: str | Path | None, lines: Iterable[str] | None = None) -> RepairResult:
+        rows = parse_export(lines)[0] if lines is not None else None
+        return self.memories.log.repair(workspace_key(cwd), rows)
+
+    def memory_injection_text(
+        self, cwd: str | Path | None, session_id: str | None, budget: int = INJECTION_BUDGET
+    ) -> str:
+        return self.memories.injection_text(cwd, session_id, budget)
 
 
 def move_aside(db_path: Path) -> Path:

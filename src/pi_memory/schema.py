@@ -15,6 +15,11 @@ Tables
               so anything can be replayed exactly, successful tool output included.
 - `source_file` per-file import state (size, mtime, offset) for quick re-imports.
 - `counter`   running totals the ranking needs in O(1) (indexed docs, their chars).
+- `memory_chain`  the long-term memory chains: one per workspace (normalized cwd),
+              a new one only when a broken chain is repaired; the newest is active.
+- `memory_event`  the memory log: one canonical JSON event per row, hash-chained
+              per chain (seq from 1, prev_hash, hash). Both memory tables are
+              append-only: triggers refuse UPDATE and DELETE (see `memory/log.py`).
 """
 
 from __future__ import annotations
@@ -92,6 +97,36 @@ MIGRATIONS: list[tuple[str, str]] = [
           value INTEGER NOT NULL
         ) WITHOUT ROWID;
         INSERT INTO counter VALUES ('indexed_docs', 0), ('indexed_chars', 0);
+        """,
+    ),
+    (
+        "m002_memory",
+        """
+        CREATE TABLE memory_chain (
+          id         INTEGER PRIMARY KEY,
+          workspace  TEXT    NOT NULL,
+          created_at INTEGER NOT NULL,
+          note       TEXT    NOT NULL DEFAULT ''
+        );
+        CREATE INDEX memory_chain_workspace ON memory_chain(workspace, id);
+
+        CREATE TABLE memory_event (
+          chain     INTEGER NOT NULL REFERENCES memory_chain(id),
+          seq       INTEGER NOT NULL,
+          prev_hash TEXT    NOT NULL,
+          hash      TEXT    NOT NULL,
+          event     TEXT    NOT NULL,
+          PRIMARY KEY (chain, seq)
+        ) WITHOUT ROWID;
+
+        CREATE TRIGGER memory_event_no_update BEFORE UPDATE ON memory_event
+        BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END;
+        CREATE TRIGGER memory_event_no_delete BEFORE DELETE ON memory_event
+        BEGIN SELECT RAISE(ABORT, 'memory_event is append-only'); END;
+        CREATE TRIGGER memory_chain_no_update BEFORE UPDATE ON memory_chain
+        BEGIN SELECT RAISE(ABORT, 'memory_chain is append-only'); END;
+        CREATE TRIGGER memory_chain_no_delete BEFORE DELETE ON memory_chain
+        BEGIN SELECT RAISE(ABORT, 'memory_chain is append-only'); END;
         """,
     ),
 ]

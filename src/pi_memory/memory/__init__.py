@@ -1,0 +1,34 @@
+"""Long-term memory: an append-only, hash-chained event log the user controls.
+
+Parts, bottom to top:
+- `chain`       canonical event JSON, hashes, chain verification (pure)
+- `model`       the projected record and the vocabularies (kinds, scopes, authors, statuses)
+- `policy`      limits and who may do what (pure; judges events on append and on replay)
+- `projection`  current state = replay of the events (pure)
+- `find`        listing, BM25 search over a workspace's records, the injection block (pure)
+- `log`         the chains in the archive database: append, verify, export, import, repair
+- `service`     the operations (`Memories`): remember, propose, edit, forget, confirm, list
+- `tools`       model tool handlers (`MEMORY_TOOLS`), pi slash commands, `injection_text`
+"""
+
+from .chain import ChainReport, ChainRow, verify_chain
+from .log import MemoryChainBroken, MemoryLog, MemoryRefused, workspace_key
+from .model import MemoryRecord
+from .projection import MemoryState, project
+from .service import Listing, Memories, WriteResult
+
+__all__ = [
+    "ChainReport",
+    "ChainRow",
+    "Listing",
+    "Memories",
+    "MemoryChainBroken",
+    "MemoryLog",
+    "MemoryRecord",
+    "MemoryRefused",
+    "MemoryState",
+    "WriteResult",
+    "project",
+    "verify_chain",
+    "workspace_key",
+]

@@ -1,0 +1,133 @@
+"""The hash chain of a memory log: canonical event JSON, hashes, verification (pure).
+
+Design idea: an event is a small JSON object; its canonical form (sorted keys,
+no whitespace, UTF-8) is what is stored and what is hashed, so the same event
+always has the same bytes and the same hash on every machine. Each event
+carries its `seq` (1, 2, 3, ... per chain) and the `prev_hash` of the event
+before it, so editing, deleting, reordering or inserting any stored event
+breaks the chain at that point. `verify_chain` walks the rows once and
+returns the trusted prefix: everything before the first bad row.
+
+What a chain cannot prove: someone who rewrites the last event *and*
+recomputes its hash is not detected (there is nothing after it to disagree).
+Exporting the chain (or noting its head hash) is the way to pin it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+GENESIS = "0" * 64  # the prev_hash of event 1
+EVENT_VERSION = 1
+
+
+def canonical(event: dict[str, Any]) -> str:
+    """The one text form of an event: sorted keys, no whitespace, non-ASCII kept."""
+    return json.dumps(event, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def event_hash(event_text: str) -> str:
+    return hashlib.sha256(event_text.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class ChainRow:
+    """One stored event: the columns and the canonical text they were derived from."""
+
+    seq: int
+    prev_hash: str
+    hash: str
+    event: str
+
+    def to_line(self) -> str:
+        """The export form: the event with its hash, still canonical."""
+        return canonical({**json.loads(self.event), "hash": self.hash})
+
+
+def make_row(seq: int, prev_hash: str, body: dict[str, Any]) -> ChainRow:
+    """Seal an event body (type, ts, data...) at a position in the chain."""
+    event = {**body, "v": EVENT_VERSION, "seq": seq, "prev_hash": prev_hash}
+    text = canonical(event)
+    return ChainRow(seq, prev_hash, event_hash(text), text)
+
+
+@dataclass
+class ChainReport:
+    """The result of walking a chain: how many rows, how many are trusted, and why not the rest."""
+
+    rows: int
+    trusted: int
+    broken_at: int | None = None  # seq of the first bad row
+    reason: str | None = None
+    head_hash: str = GENESIS  # hash of the last trusted event
+    events: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the trusted events, parsed
+
+    @property
+    def ok(self) -> bool:
+        return self.broken_at is None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "rows": self.rows,
+            "trusted": self.trusted,
+            "broken_at": self.broken_at,
+            "reason": self.reason,
+            "head_hash": self.head_hash,
+        }
+
+
+def row_problem(row: ChainRow, expected_seq: int, expected_prev: str) -> tuple[str | None, dict[str, Any] | None]:
+    """Why a row cannot be trusted at this position (None if it can), and its parsed event."""
+    if row.seq != expected_seq:
+        return f"seq {row.seq} where {expected_seq} was expected", None
+    if row.prev_hash != expected_prev:
+        return "prev_hash does not match the previous event's hash", None
+    try:
+        event = json.loads(row.event)
+    except ValueError:
+        return "event is not valid JSON", None
+    if not isinstance(event, dict):
+        return "event is not a JSON object", None
+    if canonical(event) != row.event:
+        return "event text is not in canonical form (edited by hand?)", None
+    if event.get("seq") != row.seq or event.get("prev_hash") != row.prev_hash:
+        return "event's seq/prev_hash differ from the row's", None
+    if event_hash(row.event) != row.hash:
+        return "hash does not match the event (the event was altered)", None
+    return None, event
+
+
+def verify_chain(rows: Iterable[ChainRow]) -> ChainReport:
+    """Walk the rows in seq order; stop at the first one that breaks the chain."""
+    report = ChainReport(rows=0, trusted=0)
+    prev, expected = GENESIS, 1
+    for row in rows:
+        report.rows += 1
+        if report.broken_at is not None:
+            continue
+        problem, event = row_problem(row, expected, prev)
+        if problem is not None or event is None:
+            report.broken_at, report.reason = expected, problem
+            continue
+        report.events.append(event)
+        report.trusted += 1
+        prev, expected = row.hash, expected + 1
+    report.head_hash = prev
+    return report
+
+
+def parse_line(line: str) -> ChainRow:
+    """An exported line back into a row; ValueError with a reason if it is not one."""
+    obj = json.loads(line)
+    if not isinstance(obj, dict) or not isinstance(obj.get("hash"), str):
+        raise ValueError("not an exported memory event (no hash)")
+    hash_ = obj.pop("hash")
+    seq, prev = obj.get("seq"), obj.get("prev_hash")
+    if not isinstance(seq, int) or not isinstance(prev, str):
+        raise ValueError("not an exported memory event (no seq/prev_hash)")
+    return ChainRow(seq, prev, hash_, canonical(obj))
