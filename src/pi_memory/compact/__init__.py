@@ -10,5 +10,16 @@ is pure (same input, same bytes); storage happens only after pi commits.
 from __future__ import annotations
 
 from .boundary import Boundary, choose_boundary, pairing_problems
+from .config import Settings, load_settings, normalize
+from .plan import compact_plan, timed_plan
 
-__all__ = ["Boundary", "choose_boundary", "pairing_problems"]
+__all__ = [
+    "Boundary",
+    "Settings",
+    "choose_boundary",
+    "compact_plan",
+    "load_settings",
+    "normalize",
+    "pairing_problems",
+    "timed_plan",
+]
