@@ -217,5 +217,23 @@ def check(ctx: click.Context) -> None:
     click.echo("ok")
 
 
+@cli.command()
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), help="Project folder (default: here).")
+@click.option("--session", help="Report this session's windows (id or 8+ char prefix).")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def status(ctx: click.Context, cwd: Path | None, session: str | None, as_json: bool) -> None:
+    """Compaction and memory settings in effect, archive size, the last compaction (read-only)."""
+    from .compact.status import format_status
+
+    with open_archive(ctx) as archive:
+        st = archive.compact_status(cwd or Path.cwd(), session)
+    if as_json:
+        _emit_json(st.to_dict())
+    else:
+        click.echo(format_status(st))
+
+
 def main() -> None:
     cli(prog_name="pi-memory")

@@ -15,6 +15,8 @@ Tables
               so anything can be replayed exactly, successful tool output included.
 - `source_file` per-file import state (size, mtime, offset) for quick re-imports.
 - `counter`   running totals the ranking needs in O(1) (indexed docs, their chars).
+- `compact_window` one row per committed pi compaction (window manifest): a hash
+              chain per session; rows are immutable (a trigger refuses UPDATE).
 """
 
 from __future__ import annotations
@@ -92,6 +94,35 @@ MIGRATIONS: list[tuple[str, str]] = [
           value INTEGER NOT NULL
         ) WITHOUT ROWID;
         INSERT INTO counter VALUES ('indexed_docs', 0), ('indexed_chars', 0);
+        """,
+    ),
+    (
+        "m002_compact_window",
+        """
+        CREATE TABLE compact_window (
+          session_id          TEXT    NOT NULL,
+          seq                 INTEGER NOT NULL,  -- 1, 2, ... per session: the chain order
+          window_id           TEXT    NOT NULL UNIQUE,
+          compaction_entry_id TEXT    NOT NULL,
+          parent_window_id    TEXT,              -- the previous compaction on the same branch
+          kept_entry_id       TEXT    NOT NULL,
+          source_count        INTEGER,
+          source_hash         TEXT,
+          prev_hash           TEXT,              -- hash of the session's previous window
+          hash                TEXT    NOT NULL,
+          recorded_at         INTEGER NOT NULL,
+          -- stats of the plan, for `status` (from the committed entry's details)
+          compactor           TEXT,
+          reason              TEXT,
+          plan_ms             REAL,
+          checkpoint_chars    INTEGER,
+          tokens_before       INTEGER,
+          derived_count       INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY (session_id, seq),
+          UNIQUE (session_id, compaction_entry_id)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER compact_window_immutable BEFORE UPDATE ON compact_window
+        BEGIN SELECT RAISE(ABORT, 'compact_window rows are immutable'); END;
         """,
     ),
 ]
