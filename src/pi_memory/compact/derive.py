@@ -28,12 +28,12 @@ MAX_PER_KIND = 20  # newest first; a long window must not flood the memory log
 ZH_MARKERS = ("偏好", "默认", "始终", "总是", "以后都", "本项目")
 EN_MARKER_RE = re.compile(r"\b(always|never|from now on|in this project)\b", re.IGNORECASE)
 CONSTRAINT_RE = re.compile(
-    r"\b(never|must|must not|don't|do not|shall not|forbidden)\b|不要|禁止|不能|不许|必须|别", re.IGNORECASE
+    r"\b(never|must|must not|don't|do not|shall not|forbidden)\b|不要|禁止|不能|不许|必须|别再|不准", re.IGNORECASE
 )
 DECISION_RE = re.compile(
-    r"\b(decided|decision|we will|we'll|switch to|instead of)\b|决定|改用|选用|采用|换成", re.IGNORECASE
+    r"\b(decided|decision|we will|we'll|switch to|instead of|rather than)\b|决定|改用|选用|采用|换成|而不是",
+    re.IGNORECASE,
 )
-SENTENCE_RE = re.compile(r"[^。！？!?\n；;]+(?:[。！？!?；;]|$)|[^\n]+")
 CREDENTIAL_RE = re.compile(
     r"\bsk-[A-Za-z0-9_-]{8,}|\b(?:ghp|gho|github_pat|xox[abp]|AKIA)[A-Za-z0-9_]{8,}|"
     r"\b(?:api[_-]?key|secret|token|passw(?:or)?d|pwd|credential|bearer)\b|"
