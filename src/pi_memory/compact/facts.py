@@ -134,6 +134,9 @@ class _Collector:
     def __init__(self) -> None:
         self.facts = Facts()
         self.calls: dict[str, tuple[str, str, dict[str, Any]]] = {}  # call id -> (entry id, tool, args)
+        # open (result not yet seen) touches and commands by the entry id of their call: O(1) pairing
+        self.open_touches: dict[str, list[FileTouch]] = {}
+        self.open_commands: dict[str, list[Command]] = {}
 
     def add(self, entry_id: str, msg: Message) -> None:
         role = msg.get("role")
@@ -162,21 +165,26 @@ class _Collector:
         path = args.get("path")
         if tool in READ_TOOLS | WRITE_TOOLS and isinstance(path, str) and path:
             action = tool if tool in WRITE_TOOLS else "read"
-            self.facts.files.append(FileTouch(path, action, entry_id))
+            self._touch(FileTouch(path, action, entry_id))
         elif tool == "bash" and isinstance(args.get("command"), str):
-            command = args["command"]
-            self.facts.commands.append(Command(command, entry_id, None))
-            action, paths = command_paths(command)
-            self.facts.files.extend(FileTouch(p, action, entry_id) for p in paths)
+            command = Command(args["command"], entry_id, None)
+            self.facts.commands.append(command)
+            self.open_commands.setdefault(entry_id, []).append(command)
+            action, paths = command_paths(command.command)
+            for p in paths:
+                self._touch(FileTouch(p, action, entry_id))
+
+    def _touch(self, touch: FileTouch) -> None:
+        self.facts.files.append(touch)
+        self.open_touches.setdefault(touch.entry_id, []).append(touch)
 
     def _result(self, entry_id: str, msg: Message) -> None:
         call = self.calls.get(str(msg.get("toolCallId")))
         output, is_error = text_of(msg.get("content")), bool(msg.get("isError"))
         if call is not None:
-            for touch in self.facts.files:
-                if touch.entry_id == call[0] and touch.ok is None and call[1] != "bash":
-                    if touch.path == call[2].get("path"):
-                        touch.ok, touch.result_entry_id = not is_error, entry_id
+            for touch in self.open_touches.get(call[0], []):
+                if touch.ok is None and call[1] != "bash" and touch.path == call[2].get("path"):
+                    touch.ok, touch.result_entry_id = not is_error, entry_id
             if call[1] == "bash":
                 self._bash_result(call[0], call[2], entry_id, output, is_error)
         if is_error:
@@ -188,12 +196,12 @@ class _Collector:
     def _bash_result(self, call_entry: str, args: dict[str, Any], entry_id: str, output: str, is_error: bool) -> None:
         match = EXIT_RE.search(output[-200:])
         code = int(match.group(1)) if match else (1 if is_error else 0)
-        for cmd in self.facts.commands:
-            if cmd.entry_id == call_entry and cmd.command == args.get("command") and not cmd.result_entry_id:
+        for cmd in self.open_commands.get(call_entry, []):
+            if cmd.command == args.get("command") and not cmd.result_entry_id:
                 cmd.exit_code, cmd.result_entry_id = code, entry_id
                 break
-        for touch in self.facts.files:
-            if touch.entry_id == call_entry and touch.action.startswith("bash") and touch.ok is None:
+        for touch in self.open_touches.get(call_entry, []):
+            if touch.action.startswith("bash") and touch.ok is None:
                 touch.ok, touch.result_entry_id = code == 0, entry_id
 
     def _bash_execution(self, entry_id: str, msg: Message) -> None:
