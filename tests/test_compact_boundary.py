@@ -96,17 +96,43 @@ def test_no_safe_boundary_when_the_only_earlier_cut_compacts_nothing() -> None:
     assert not result.ok and "no safe boundary" in result.reason
 
 
-def test_the_walk_back_stays_inside_the_compaction_window() -> None:
+def test_the_walk_back_stops_at_the_previous_kept_tail() -> None:
     b = Branch()
     b.user("old")
     kept_before = b.assistant("", [("c1", "bash", {"command": "ls"})])
     b.result("c1", "a b")
     b.compaction(kept_before)
-    r_only = b.result("c1", "late duplicate result")  # an orphan right after the compaction
+    r_only = b.result("c1", "late duplicate result")
     b.user("next")
-    result = choose_boundary(b.entries, r_only)
-    assert not result.ok  # the only earlier cut points are before the previous compaction
     assert context_start(b.entries) == 1
+    result = choose_boundary(b.entries, r_only)
+    assert not result.ok  # the only earlier cut is the kept tail's first entry: nothing would be compacted
+
+
+def test_the_cut_may_fall_inside_the_previous_kept_tail() -> None:
+    b = Branch()
+    b.user("old")
+    b.assistant("ok")
+    kept_before = b.user("kept by the last compaction")
+    call = b.assistant("", [("c1", "bash", {"command": "ls"})])
+    result_id = b.result("c1", "a b")
+    b.compaction(kept_before)
+    b.user("new")
+    b.assistant("fine")
+    result = choose_boundary(b.entries, result_id)
+    assert result.ok and result.kept_entry_id == call and result.moved and result.is_split_turn
+    assert result.compact_start == 2  # only the old kept tail's first message is compacted
+
+
+def test_a_cut_before_the_previous_kept_tail_is_refused() -> None:
+    b = Branch()
+    first = b.user("old")
+    b.assistant("ok")
+    kept_before = b.user("kept")
+    b.assistant("fine")
+    b.compaction(kept_before)
+    b.user("new")
+    assert not choose_boundary(b.entries, first).ok
 
 
 def test_a_proposed_id_not_on_the_branch_cancels() -> None:

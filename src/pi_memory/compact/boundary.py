@@ -6,7 +6,7 @@ must be a context a provider accepts: every tool result follows its call, every
 ordinary tool call has its result (an assistant turn that ended in `error` or
 `aborted` may leave calls unanswered; pi drops those). If pi's cut breaks a
 pair we walk back, one valid cut point at a time, inside the compaction window
-(after the previous compaction entry); if nothing is safe, or the request was
+(from the previous compaction's kept tail on); if nothing is safe, or the request was
 aborted, we cancel. Never an LLM fallback. All functions are pure: entries are
 pi session entries as dicts, root to leaf, exactly as `getBranch()` returns them.
 
@@ -183,12 +183,14 @@ def choose_boundary(entries: Sequence[Entry], proposed_id: str, aborted: bool = 
     if aborted:
         return Boundary(False, "the compaction request was aborted", proposed_entry_id=proposed_id)
     proposed = _index_of(entries, proposed_id)
-    window_start = last_compaction_index(entries) + 1
+    # pi's window (0.73 and 1.x alike) starts at the previous compaction's kept tail, so a cut
+    # may fall before the previous compaction entry; that entry itself is never a cut point
+    start, edits = context_start(entries), context_edits(entries)
+    window_start = start
     if proposed < window_start:
         return Boundary(
             False, f"proposed boundary {proposed_id!r} is not in the compaction window", proposed_entry_id=proposed_id
         )
-    start, edits = context_start(entries), context_edits(entries)
     first_problems = check_cut(entries, proposed, start, edits)
     if not first_problems:
         return _accepted(entries, proposed, proposed_id, start, edits, [])
