@@ -100,3 +100,19 @@ def test_write_derived_stores_session_scoped_rule_proposals(archive: Archive, tm
     mine = list(state.records.values())
     assert {r.author for r in mine} == {"rule"} and {r.scope for r in mine} == {"session"}
     assert {r.status for r in mine} == {"provisional"}
+
+
+def test_a_commit_writes_derived_memories_once_and_status_counts_them(archive: Archive, tmp_path: Path) -> None:
+    pytest.importorskip("pi_memory.memory", reason="needs the memory log (memory branch)")
+    from test_compact_window import SID, commit
+
+    b = busy_session(2)
+    b.user("本项目始终用 pnpm。")
+    entry = commit(b, b.user("next"))
+    done = archive.compact_committed(SID, entry, b.entries, cwd=str(tmp_path))
+    again = archive.compact_committed(SID, entry, b.entries, cwd=str(tmp_path))
+    assert done.derived > 0 and done.window.derived_count == done.derived
+    assert again.derived == 0 and not again.written
+    memory = archive.compact_status(tmp_path).to_dict()["memory"]
+    assert memory["records"] == done.derived and memory["by_author"] == {"rule": done.derived}
+    assert memory["by_status"] == {"provisional": done.derived}

@@ -118,10 +118,20 @@ def test_checkpoint_and_summary_stay_within_their_budgets_cut_at_whole_items() -
 def test_default_budgets_are_twelve_and_six_thousand() -> None:
     b = busy_session(400)
     b.user("last")
-    plan = compact_plan(b.entries, {"firstKeptEntryId": b.entries[-1]["id"]})
-    assert 11000 < len(plan["compaction"]["summary"]) <= 12000 or plan["compaction"]["details"]["summaryChars"] <= 6000
-    assert plan["compaction"]["details"]["summaryChars"] <= 6000
-    assert len(plan["compaction"]["summary"]) <= 12000
+    plan = compact_plan(b.entries, {"firstKeptEntryId": b.entries[-1]["id"]})["compaction"]
+    assert 5000 < plan["details"]["summaryChars"] <= 6000  # the summary budget is used, not exceeded
+    assert len(plan["summary"]) <= 12000
+
+
+def test_a_long_previous_summary_is_trimmed_at_whole_lines_to_the_checkpoint_budget() -> None:
+    b = busy_session(3)
+    lines = [f"line {i}: " + "详细 old detail " * 10 for i in range(400)]
+    kept = b.user("next")
+    plan = compact_plan(b.entries, {"firstKeptEntryId": kept, "previousSummary": "\n".join(lines)})["compaction"]
+    text = plan["summary"]
+    assert 11000 < len(text) <= 12000
+    carried = text.split(EARLIER + "\n", 1)[1].splitlines()[1:]
+    assert carried == lines[: len(carried)]  # kept from the top, whole lines only
 
 
 def test_source_ids_in_details_are_capped() -> None:
