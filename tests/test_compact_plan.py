@@ -207,3 +207,14 @@ def test_test_counts_read_pytest_and_jest_lines() -> None:
         == "12 passed, 1 failed, 2 skipped"
     )
     assert parse_test_counts("no tests here, 3 errors") == ""
+
+
+def test_the_checkpoint_names_the_session_for_reading_entries_back() -> None:
+    plan = timed_plan(
+        {
+            "branchEntries": fixture_main_line(),
+            "preparation": {"firstKeptEntryId": "a35c822d"},
+            "sessionId": "01a2364c-47af",
+        }
+    )
+    assert "`pi-memory entries 01a2364c-47af 12a82452`" in plan["compaction"]["summary"]

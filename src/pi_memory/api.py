@@ -318,6 +318,15 @@ class Archive:
 
         return compact_status(self, cwd, self.resolve_session(session_id) if session_id else None)
 
+    def read_entries(
+        self, session: str, entry_ids: list[str], raw: bool = False, offset: int = 0, limit: int = 4000
+    ) -> Any:
+        """Messages (and, with `raw`, verbatim entry segments) by pi entry id: what a checkpoint cites."""
+        from .compact.recall import read_entries
+
+        with self.store.read():
+            return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
+
 
 def move_aside(db_path: Path) -> Path:
     """Rename a damaged archive (and its WAL/SHM) to `<name>.corrupt`, never overwriting one."""

@@ -55,6 +55,7 @@ def compact_plan(
     preparation: Mapping[str, Any],
     config: Mapping[str, Any] | None = None,
     aborted: bool = False,
+    session_id: str = "",
 ) -> dict[str, Any]:
     """`{"cancel": True, "reason"}` or `{"compaction": {summary, firstKeptEntryId, tokensBefore, details}}`."""
     if not isinstance(branch_entries, Sequence) or not all(isinstance(e, dict) for e in branch_entries):
@@ -79,6 +80,7 @@ def compact_plan(
             previous_compaction_id=previous_id,
             summary_max_chars=int(_setting(config, "summaryMaxChars")),
             session_summary_max_chars=int(_setting(config, "sessionSummary", "maxChars")),
+            session_id=session_id,
         )
     )
     ids = [str(e["id"]) for e in compacted if isinstance(e.get("id"), str)]
@@ -114,7 +116,7 @@ def compact_plan(
 
 
 def timed_plan(params: Mapping[str, Any], config: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The bridge's `compact_plan` method: params `{branchEntries, preparation, aborted?, reason?}`.
+    """The bridge's `compact_plan` method: params `{branchEntries, preparation, aborted?, reason?, sessionId?}`.
 
     Adds `planMs` and `reason` to the details (so they reach the committed
     compaction entry and, from there, `status`); the checkpoint text stays pure.
@@ -123,7 +125,14 @@ def timed_plan(params: Mapping[str, Any], config: Mapping[str, Any] | None = Non
     preparation = params.get("preparation")
     if not isinstance(preparation, Mapping):
         return _cancel("preparation is missing")
-    plan = compact_plan(params.get("branchEntries") or [], preparation, config, bool(params.get("aborted")))
+    session_id = params.get("sessionId")
+    plan = compact_plan(
+        params.get("branchEntries") or [],
+        preparation,
+        config,
+        bool(params.get("aborted")),
+        session_id if isinstance(session_id, str) else "",
+    )
     if "compaction" in plan:
         details = plan["compaction"]["details"]
         reason = params.get("reason")
