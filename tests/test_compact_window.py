@@ -115,8 +115,14 @@ def test_pi_own_compaction_is_recorded_without_a_source_hash(archive: Archive) -
     b = busy_session(1)
     kept = b.user("x")
     b.compaction(kept, summary="## Goal\nLLM text", details={"readFiles": [], "modifiedFiles": []})
-    w = archive.compact_committed(SID, b.entries[-1], b.entries).window
-    assert w.compactor == "pi" and w.source_hash is None and w.source_count is None and w.kept_entry_id == kept
+    w = archive.compact_committed(SID, b.entries[-1], b.entries, reason="threshold").window
+    assert (
+        w.compactor == "pi"
+        and w.reason == "threshold"
+        and w.source_hash is None
+        and w.source_count is None
+        and w.kept_entry_id == kept
+    )
 
 
 def test_bad_events_are_refused_with_a_clear_error(archive: Archive) -> None:

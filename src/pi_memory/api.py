@@ -296,11 +296,12 @@ class Archive:
         compaction_entry: dict[str, Any],
         branch_entries: list[dict[str, Any]] | None = None,
         cwd: str | None = None,
+        reason: str | None = None,
     ) -> Any:
         """After `session_compact`: record the window and the rule-derived memories (once per entry)."""
         from .compact.commit import on_compacted
 
-        return on_compacted(self, session_id, compaction_entry, branch_entries, cwd)
+        return on_compacted(self, session_id, compaction_entry, branch_entries, cwd, reason=reason)
 
     def compact_windows(self, session_id: str) -> list[Any]:
         from .compact.window import list_windows

@@ -55,6 +55,7 @@ def on_compacted(
     branch: Sequence[Entry] | None = None,
     cwd: str | Path | None = None,
     settings: Settings | None = None,
+    reason: str | None = None,
 ) -> Committed:
     """Record the window (if `window.manifest`) and derived memories (if `memory.deriveOnCompact`)."""
     if not isinstance(compaction, Mapping) or not isinstance(compaction.get("id"), str):
@@ -68,5 +69,5 @@ def on_compacted(
         derived = write_derived(archive, session_id, str(cwd), derive_memories(replaced_entries(branch, compaction)))
     if not settings.get("window.manifest"):
         return Committed(None, False, derived, "window manifest is off")
-    window, written = record_window(archive.store, session_id, compaction, branch, derived)
+    window, written = record_window(archive.store, session_id, compaction, branch, derived, reason)
     return Committed(window, written, derived if written else 0, "" if written else "already recorded")

@@ -147,6 +147,7 @@ def record_window(
     entry: Mapping[str, Any],
     branch: Sequence[Mapping[str, Any]] | None = None,
     derived_count: int = 0,
+    reason: str | None = None,
 ) -> tuple[WindowRecord, bool]:
     """(the window, whether it was written now). A duplicate event returns the existing row."""
     _validate(session_id, entry)
@@ -164,6 +165,7 @@ def record_window(
             parent = None  # the previous compaction was never recorded (manifest off, or before install)
         record = new_window(session_id, entry, parent, seq, prev_hash)
         record.derived_count = derived_count
+        record.reason = record.reason or _str(reason)  # pi 1.x names the trigger on the event itself
         values = tuple(record.__dict__.values())
         store.conn.execute(f"INSERT INTO compact_window ({COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
     return record, True
