@@ -186,3 +186,13 @@ def test_real_fixture_cut_between_parallel_results_moves_to_the_edit_call() -> N
     main = entries[: next(i for i, e in enumerate(entries) if e["id"] == "27df0a75") + 1]
     result = choose_boundary(main, "bccdbf20")  # the second of two parallel edit results
     assert result.ok and result.kept_entry_id == "b72bc7c1" and result.moved and result.is_split_turn
+
+
+def test_an_unanswered_call_in_the_tail_cancels_without_walking_back() -> None:
+    b = Branch()
+    b.user("first")
+    b.assistant("", [("c1", "bash", {"command": "ls"})])
+    r = b.result("c1", "a")
+    b.assistant("", [("c2", "bash", {"command": "sleep 9"})])  # its result never came
+    result = choose_boundary(b.entries, r)
+    assert not result.ok and result.problems == ["tool call c2 in e004 has no result in the kept tail"]

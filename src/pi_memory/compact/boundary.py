@@ -30,6 +30,8 @@ CUT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSu
 TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary"})
 # Assistant turns that may leave tool calls without results.
 UNFINISHED_STOPS = frozenset({"error", "aborted"})
+UNANSWERED = "has no result in the kept tail"
+NOTHING_TO_COMPACT = "nothing before the boundary to compact"
 
 
 def context_message(entry: Entry) -> Message | None:
@@ -105,7 +107,7 @@ def pairing_problems(messages: Sequence[tuple[str, Message]]) -> list[str]:
             if call_id not in seen:
                 problems.append(f"tool result {entry_id} has no call before it in the kept tail")
             pending.pop(call_id, None)
-    problems.extend(f"tool call {c} in {e} has no result in the kept tail" for c, e in pending.items())
+    problems.extend(f"tool call {c} in {e} {UNANSWERED}" for c, e in pending.items())
     return problems
 
 
@@ -160,7 +162,7 @@ def check_cut(entries: Sequence[Entry], index: int, start: int, edits: dict[str,
         return [f"the kept tail starts with a {first_role} message ({tail[0][0]})"]
     compacted = [m for m in visible_messages(entries[start:index], edits) if m[1].get("role") != "compactionSummary"]
     if not compacted:
-        return ["nothing before the boundary to compact"]
+        return [NOTHING_TO_COMPACT]
     return pairing_problems(tail)
 
 
@@ -194,9 +196,17 @@ def choose_boundary(entries: Sequence[Entry], proposed_id: str, aborted: bool = 
     first_problems = check_cut(entries, proposed, start, edits)
     if not first_problems:
         return _accepted(entries, proposed, proposed_id, start, edits, [])
-    for index in range(proposed - 1, window_start - 1, -1):
-        if _is_cut_point(entries[index], edits) and not check_cut(entries, index, start, edits):
-            return _accepted(entries, index, proposed_id, start, edits, first_problems)
+    # an earlier cut only adds older messages: it can give an orphan result its call, never an
+    # unanswered call its result, so that case cancels at once instead of walking the window
+    # (and a window with nothing to compact only shrinks further)
+    hopeless = [p for p in pairing_problems(visible_messages(entries[proposed:], edits)) if UNANSWERED in p]
+    hopeless += [p for p in first_problems if p == NOTHING_TO_COMPACT]
+    if hopeless:
+        first_problems = hopeless
+    else:
+        for index in range(proposed - 1, window_start - 1, -1):
+            if _is_cut_point(entries[index], edits) and not check_cut(entries, index, start, edits):
+                return _accepted(entries, index, proposed_id, start, edits, first_problems)
     return Boundary(
         False,
         "no safe boundary in the compaction window: " + first_problems[0],
