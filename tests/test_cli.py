@@ -110,8 +110,9 @@ def test_a_damaged_database_fails_check_and_is_moved_aside(tmp_path: Path):
     db = tmp_path / "a.db"
     run("--db", str(db), "import", str(PI_DATA))
     data = bytearray(db.read_bytes())
-    for offset in range(4096 * 3, len(data) - 4096, 4096):  # scribble over every page but the first two
-        data[offset + 100 : offset + 400] = os.urandom(300)
+    pages = len(data) // 4096
+    for page in range(pages // 2, pages):  # scribble over the second half of the file, whole pages
+        data[page * 4096 : (page + 1) * 4096] = os.urandom(4096)
     db.write_bytes(bytes(data))
     result = CliRunner().invoke(cli, ["--db", str(db), "check"])
     assert result.exit_code == 1 and "Traceback" not in result.stderr

@@ -344,6 +344,55 @@ class Archive:
     ) -> str:
         return self.memories.injection_text(cwd, session_id, budget)
 
+    # --- compaction (see `pi_memory.compact`) -------------------------------------------
+
+    def compact_plan(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The bridge's answer to `session_before_compact`; `{"skip": true}` lets pi summarize itself."""
+        from .compact import load_settings, timed_plan
+
+        settings = load_settings(params.get("cwd") or Path.cwd())
+        if not settings.takeover:
+            return {"skip": True, "reason": "compaction takeover is off (enabled / overrideDefaultCompaction)"}
+        return timed_plan(params, settings.values)
+
+    def compact_committed(
+        self,
+        session_id: str,
+        compaction_entry: dict[str, Any],
+        branch_entries: list[dict[str, Any]] | None = None,
+        cwd: str | None = None,
+        reason: str | None = None,
+    ) -> Any:
+        """After `session_compact`: record the window and the rule-derived memories (once per entry)."""
+        from .compact.commit import on_compacted
+
+        return on_compacted(self, session_id, compaction_entry, branch_entries, cwd, reason=reason)
+
+    def compact_windows(self, session_id: str) -> list[Any]:
+        from .compact.window import list_windows
+
+        return list_windows(self.store, session_id)
+
+    def verify_compact_windows(self, session_id: str) -> list[str]:
+        """Problems in a session's window hash chain; empty when it holds."""
+        from .compact.window import list_windows, verify_chain
+
+        return verify_chain(list_windows(self.store, session_id))
+
+    def compact_status(self, cwd: str | Path, session_id: str | None = None) -> Any:
+        from .compact.status import compact_status
+
+        return compact_status(self, cwd, self.resolve_session(session_id) if session_id else None)
+
+    def read_entries(
+        self, session: str, entry_ids: list[str], raw: bool = False, offset: int = 0, limit: int = 4000
+    ) -> Any:
+        """Messages (and, with `raw`, verbatim entry segments) by pi entry id: what a checkpoint cites."""
+        from .compact.recall import read_entries
+
+        with self.store.read():
+            return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
+
 
 def move_aside(db_path: Path) -> Path:
     """Rename a damaged archive (and its WAL/SHM) to `<name>.corrupt`, never overwriting one."""

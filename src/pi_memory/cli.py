@@ -226,6 +226,47 @@ def check(ctx: click.Context) -> None:
     click.echo("ok")
 
 
+@cli.command()
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), help="Project folder (default: here).")
+@click.option("--session", help="Report this session's windows (id or 8+ char prefix).")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def status(ctx: click.Context, cwd: Path | None, session: str | None, as_json: bool) -> None:
+    """Compaction and memory settings in effect, archive size, the last compaction (read-only)."""
+    from .compact.status import format_status
+
+    with open_archive(ctx) as archive:
+        st = archive.compact_status(cwd or Path.cwd(), session)
+    if as_json:
+        _emit_json(st.to_dict())
+    else:
+        click.echo(format_status(st))
+
+
+@cli.command()
+@click.argument("session")
+@click.argument("entry_ids", nargs=-1, required=True)
+@click.option("--raw", is_flag=True, help="Show the verbatim session entries (in segments).")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0), help="Raw segment start (chars).")
+@click.option("--limit", default=4000, show_default=True, type=click.IntRange(1, 8000), help="Raw segment length.")
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def entries(
+    ctx: click.Context, session: str, entry_ids: tuple[str, ...], raw: bool, offset: int, limit: int, as_json: bool
+) -> None:
+    """Read entries of a session by pi entry id (the ids a compaction checkpoint cites)."""
+    from .compact.recall import format_entries
+
+    with open_archive(ctx) as archive:
+        found = archive.read_entries(session, list(entry_ids), raw=raw, offset=offset, limit=limit)
+    if as_json:
+        _emit_json(found.to_dict())
+    else:
+        click.echo(format_entries(found))
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
 

@@ -20,6 +20,8 @@ Tables
 - `memory_event`  the memory log: one canonical JSON event per row, hash-chained
               per chain (seq from 1, prev_hash, hash). Both memory tables are
               append-only: triggers refuse UPDATE and DELETE (see `memory/log.py`).
+- `compact_window` one row per committed pi compaction (window manifest): a hash
+              chain per session; rows are immutable (a trigger refuses UPDATE).
 """
 
 from __future__ import annotations
@@ -127,6 +129,35 @@ MIGRATIONS: list[tuple[str, str]] = [
         BEGIN SELECT RAISE(ABORT, 'memory_chain is append-only'); END;
         CREATE TRIGGER memory_chain_no_delete BEFORE DELETE ON memory_chain
         BEGIN SELECT RAISE(ABORT, 'memory_chain is append-only'); END;
+        """,
+    ),
+    (
+        "m003_compact_window",
+        """
+        CREATE TABLE compact_window (
+          session_id          TEXT    NOT NULL,
+          seq                 INTEGER NOT NULL,  -- 1, 2, ... per session: the chain order
+          window_id           TEXT    NOT NULL UNIQUE,
+          compaction_entry_id TEXT    NOT NULL,
+          parent_window_id    TEXT,              -- the previous compaction on the same branch
+          kept_entry_id       TEXT    NOT NULL,
+          source_count        INTEGER,
+          source_hash         TEXT,
+          prev_hash           TEXT,              -- hash of the session's previous window
+          hash                TEXT    NOT NULL,
+          recorded_at         INTEGER NOT NULL,
+          -- stats of the plan, for `status` (from the committed entry's details)
+          compactor           TEXT,
+          reason              TEXT,
+          plan_ms             REAL,
+          checkpoint_chars    INTEGER,
+          tokens_before       INTEGER,
+          derived_count       INTEGER NOT NULL DEFAULT 0,
+          PRIMARY KEY (session_id, seq),
+          UNIQUE (session_id, compaction_entry_id)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER compact_window_immutable BEFORE UPDATE ON compact_window
+        BEGIN SELECT RAISE(ABORT, 'compact_window rows are immutable'); END;
         """,
     ),
 ]
