@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import forget, runs
 from .errors import ArchiveError
 from .sources.pi import Entry, ParsedSession, project_of, read_session_file
 from .store import NewEntry, NewMessage, SessionRow, Store
@@ -40,6 +41,7 @@ class ImportReport:
     sessions: set[str] = field(default_factory=set)
     added: int = 0
     skipped: int = 0  # messages already in the archive
+    forgotten: int = 0  # messages not re-imported because the user forgot them
     errors: list[FileError] = field(default_factory=list)
 
     def merge(self, other: ImportReport) -> None:
@@ -48,6 +50,7 @@ class ImportReport:
         self.sessions |= other.sessions
         self.added += other.added
         self.skipped += other.skipped
+        self.forgotten += other.forgotten
         self.errors += other.errors
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,6 +60,7 @@ class ImportReport:
             "sessions": len(self.sessions),
             "added": self.added,
             "skipped": self.skipped,
+            "forgotten": self.forgotten,
             "errors": [e.to_dict() for e in self.errors],
         }
 
@@ -110,8 +114,9 @@ def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
 
 
 class Importer:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, include_forgotten: bool = False) -> None:
         self.store = store
+        self.include_forgotten = include_forgotten
 
     def import_file(self, path: Path, force: bool = False) -> ImportReport:
         report = ImportReport(files=1)
@@ -142,6 +147,10 @@ class Importer:
     def write_session(self, parsed: ParsedSession, path: Path, report: ImportReport) -> None:
         row = _session_row(parsed, path)
         report.sessions.add(row.id)
+        forgotten = self._forgotten(row.id)
+        if forget.WHOLE_SESSION in forgotten:
+            report.forgotten += len(parsed.messages)
+            return
         messages: list[NewMessage] = []
         entries: list[NewEntry] = []
         for entry in parsed.entries:
@@ -149,6 +158,9 @@ class Importer:
                 entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
                 continue
             m = message_from_entry(row.id, entry)
+            if m.hash in forgotten:
+                report.forgotten += 1
+                continue
             if self.store.message_exists(row.id, m.hash) and not _needs_reconcile(self.store, m):
                 report.skipped += 1
                 continue
@@ -160,6 +172,14 @@ class Importer:
         with self.store.write():
             self.store.ensure_session(row)
         self._write_batches(row.id, messages, entries, report)
+
+    def _forgotten(self, session_id: str) -> set[str]:
+        """Tombstones of what the user forgot here; `--include-forgotten` clears them instead."""
+        if self.include_forgotten:
+            with self.store.write():
+                forget.clear_tombstones(self.store, session_id)
+            return set()
+        return forget.forgotten_hashes(self.store, session_id)
 
     def _write_batches(self, session_id: str, messages: list[NewMessage], entries: list[NewEntry], report: ImportReport) -> None:
         added, skipped = write_messages(self.store, session_id, messages, entries)
@@ -209,7 +229,8 @@ def write_messages(
 
 
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
-AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = []
+# Runs and their summaries are built here, so import and live capture both keep them current.
+AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = [runs.after_write]
 
 
 def _needs_reconcile(store: Store, m: NewMessage) -> bool:

@@ -269,7 +269,9 @@ class Store:
         if m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
             self.conn.execute(
-                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN 1 ELSE ? END", (len(m.text),)
+                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN 1 ELSE ? END"
+                " WHERE name IN ('indexed_docs', 'indexed_chars')",
+                (len(m.text),),
             )
         if m.raw is not None:
             self.conn.execute(
