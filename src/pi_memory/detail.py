@@ -122,12 +122,24 @@ def _block_detail(block: Any, thinking: bool) -> str:
         )
     if kind in ("toolCall", "tool_use"):
         args = block.get("arguments", block.get("input", {}))
-        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, indent=2)
-        return f"→ tool call {block.get('name', '?')} (id {block.get('id', '?')}):\n{shown}"
+        return f"→ tool call {block.get('name', '?')} (id {block.get('id', '?')}):\n{arguments_detail(args)}"
     if kind == "image":
         data = block.get("data")
         return str(data) if isinstance(data, str) and data.startswith("[image") else "[image]"
     return json.dumps(block, ensure_ascii=False)
+
+
+def arguments_detail(args: Any) -> str:
+    """Tool call arguments one per line; multi-line strings (file contents, edits) shown as they are."""
+    if not isinstance(args, dict):
+        return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    lines = []
+    for key, value in args.items():
+        if isinstance(value, str):
+            lines.append(f"{key}:\n{value}" if "\n" in value else f"{key}: {value}")
+        else:
+            lines.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    return "\n".join(lines)
 
 
 def _content_detail(content: Any, thinking: bool) -> str:
