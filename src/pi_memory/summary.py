@@ -27,6 +27,7 @@ GOAL_LINE_MAX = 72
 OUTCOME_LINE_MAX = 50
 GOAL_FIELD_MAX = 200
 OUTCOME_FIELD_MAX = 200
+OUTCOME_MIN = 24  # a shorter first sentence ("Done.", "现状：") is joined by the next
 COMMAND_MAX = 120
 FILES_IN_LINE = 3
 
@@ -134,9 +135,17 @@ def clip_sentences(text: str, limit: int) -> str:
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
 
-def first_sentence(text: str, limit: int) -> str:
-    pieces = _sentences(re.sub(r"[ \t]+", " ", text).strip())
-    return clip_sentences(pieces[0], limit) if pieces else ""
+def first_sentence(text: str, limit: int, at_least: int = OUTCOME_MIN) -> str:
+    """The first sentence, joined by the next ones while it is shorter than `at_least` ("Done." says little)."""
+    out = ""
+    for piece in _sentences(re.sub(r"[ \t]+", " ", text).strip()):
+        candidate = f"{out} {piece}".strip()
+        if out and len(candidate) > limit:
+            break
+        out = candidate
+        if len(out) >= at_least:
+            break
+    return clip_sentences(out, limit) if out else ""
 
 
 def _sentences(text: str) -> list[str]:
