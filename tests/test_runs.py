@@ -132,6 +132,28 @@ def test_runs_are_built_incrementally_as_a_session_file_grows(archive: Archive, 
     assert [r.messages for r in runs] == [8, 6, 9]
 
 
+def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive: Archive, tmp_path: Path) -> None:
+    from pi_memory.ingest import message_from_entry, write_messages
+    from pi_memory.sources.pi import read_session_file
+    from pi_memory.store import SessionRow
+
+    parsed = read_session_file(PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl")
+    with archive.store.write():
+        archive.store.ensure_session(SessionRow(SSE, "pi", "/home/dev/chat-gateway", "chat-gateway", 0, 0))
+    statuses = []
+    for entry in parsed.messages:
+        m = message_from_entry(SSE, entry)
+        m.prepare()
+        write_messages(archive.store, SSE, [m])  # what live capture does, message by message
+        statuses.append(runs_of(archive, SSE)[-1].status)
+    assert "open" in statuses and statuses[-1] == "ok"
+    live = [(r.id, r.messages, r.status, r.tool_calls, r.tool_errors, r.summary) for r in runs_of(archive, SSE)]
+    archive.rebuild_runs()
+    rebuilt = [(r.id, r.messages, r.status, r.tool_calls, r.tool_errors, r.summary) for r in runs_of(archive, SSE)]
+    assert live == rebuilt
+    assert [x[1] for x in live] == [7, 7, 5, 3]
+
+
 def test_a_turn_without_a_reply_before_the_next_prompt_is_aborted() -> None:
     msgs = [
         RunMessage(1, "a", "user", "do it"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from .errors import BadInput, NotFound
 from .store import Store, decompress
-from .summary import RunMessage, RunSummary, run_status, segment, summarize
+from .summary import RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from .text import tokenize
 
 
@@ -92,9 +92,59 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
 
 
 def after_write(store: Store, session_id: str, new_ids: list[int]) -> None:
-    """The `AFTER_WRITE` hook: re-segment the session's tail that the new messages touch."""
-    start = _tail_start(store, session_id, new_ids)
-    segment_from(store, session_id, start)
+    """The `AFTER_WRITE` hook: extend the open run, or re-segment the tail the new messages touch."""
+    if not _extend_open_run(store, session_id, new_ids):
+        segment_from(store, session_id, _tail_start(store, session_id, new_ids))
+
+
+def _extend_open_run(store: Store, session_id: str, new_ids: list[int]) -> bool:
+    """Live capture's common case in O(new messages): steps appended to a run that stays open.
+
+    The summary of an open run (its goal) is refreshed when the run closes, so a
+    500-step tool loop does not re-summarize its whole run at every step.
+    """
+    with store.read():
+        last = store.rows(
+            """SELECT r.id, r.n_msgs FROM run r JOIN msg m ON m.id = r.first_msg
+               WHERE r.session_id=? AND r.status='open' AND r.id = (
+                 SELECT r2.id FROM run r2 JOIN msg m2 ON m2.id = r2.first_msg WHERE r2.session_id=?
+                 ORDER BY m2.ts DESC, m2.seq DESC LIMIT 1)""",
+            (session_id, session_id),
+        )
+        if not last:
+            return False
+        run_id, count = int(last[0][0]), int(last[0][1])
+        end = store.rows(
+            "SELECT m.ts, m.seq FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE rm.run_id=? AND rm.pos=?",
+            (run_id, count),
+        )
+        new = store.rows(
+            """SELECT id, role, meta, ts, seq FROM msg WHERE id IN (SELECT value FROM json_each(?))
+               ORDER BY ts, seq""",
+            (json.dumps(new_ids),),
+        )
+    if not end or not new or (int(new[0][3]), int(new[0][4])) <= (int(end[0][0]), int(end[0][1])):
+        return False
+    steps = [RunMessage(int(i), None, str(role), "", json.loads(meta) if meta else {}) for i, role, meta, _, _ in new]
+    if any(m.role in ("user", "summary") or is_final_reply(m) for m in steps):
+        return False  # a new run, or this one closes: the full path segments and summarizes
+    with store.write():
+        store.conn.executemany(
+            "INSERT OR REPLACE INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)",
+            [(m.msg_id, run_id, count + k) for k, m in enumerate(steps, start=1)],
+        )
+        store.conn.execute(
+            """UPDATE run SET n_msgs = n_msgs + ?, end_ts = max(end_ts, ?), tool_calls = tool_calls + ?,
+                 tool_errors = tool_errors + ? WHERE id=?""",
+            (
+                len(steps),
+                max(int(r[3]) for r in new),
+                sum(len(m.meta.get("tools") or []) for m in steps),
+                sum(1 for m in steps if m.role == "tool_error"),
+                run_id,
+            ),
+        )
+    return True
 
 
 def _tail_start(store: Store, session_id: str, new_ids: list[int]) -> tuple[int, int] | None:

@@ -272,7 +272,6 @@ class _Builder:
         table.setdefault(path, Field(path)).add_source(m)
 
     def call(self, call: dict[str, Any], m: RunMessage) -> None:
-        self.tool_calls += 1
         name = str(call.get("name", "")).lower()
         path = tool_path(call)
         if path and name in READ_TOOLS:
@@ -305,8 +304,10 @@ class _Builder:
 
     def message(self, m: RunMessage) -> None:
         if m.role == ASSISTANT:
-            for call in tool_calls_of(m):
+            calls = tool_calls_of(m)
+            for call in calls:
                 self.call(call, m)
+            self.tool_calls += max(len(calls), len(m.meta.get("tools") or []))  # no source line: count from meta
             if m.meta.get("stopReason") == "error":
                 self.errors.add_source(m)
         elif m.role in (TOOL_RESULT, TOOL_ERROR):
