@@ -73,6 +73,19 @@ def test_a_forgotten_session_is_not_revived_by_a_reimport(archive: Archive, tmp_
     assert findable(archive, "缓存索引优化方案")
 
 
+def test_a_copy_of_a_forgotten_session_under_another_id_stays_forgotten(archive: Archive, tmp_path: Path) -> None:
+    only(archive, tmp_path, CACHE_FILE)
+    archive.forget(CACHE)
+    lines = (PI_DATA / CACHE_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    fork = tmp_path / "fork.jsonl"
+    fork.write_text(
+        lines[0].replace(CACHE, "0f0f0f0f-0000-7000-8000-000000000000") + "".join(lines[1:]), encoding="utf-8"
+    )
+    report = archive.import_paths([fork])
+    assert report.added == 0 and report.forgotten == 10
+    assert not findable(archive, "缓存索引优化方案")
+
+
 def test_forgetting_a_run_leaves_the_rest_of_the_session(archive: Archive, tmp_path: Path) -> None:
     source = only(archive, tmp_path, CACHE_FILE)
     first, second = reversed(archive.runs(session=CACHE))

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import PI_DATA
 from pi_memory import Archive
 from pi_memory.runs import RunInfo
@@ -176,6 +178,28 @@ def test_rebuild_keeps_run_ids_and_summaries(imported: Archive) -> None:
     after = {r.id: (r.summary, r.messages) for r in imported.runs(limit=1000)}
     assert after == before
     assert imported.store.counters()["run_docs"] == len(after)
+
+
+def test_an_optional_summarizer_can_write_the_line_and_is_off_by_default(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory import runs as runs_module
+
+    assert runs_module.SUMMARIZER is None
+    seen: list[int] = []
+
+    def summarizer(messages: list[RunMessage], summary: object) -> str:
+        seen.append(len(messages))
+        if len(seen) == 2:
+            raise RuntimeError("model unavailable")
+        return "LLM line " * 30
+
+    monkeypatch.setattr(runs_module, "SUMMARIZER", summarizer)
+    archive.import_paths([PI_DATA / "pi-0.73.1-cache-index-zh-continue.jsonl"])
+    first, second = runs_of(archive, "01a2364c-6ad9-7626-8e7a-d5d6590121f3")
+    assert first.summary.startswith("LLM line") and len(first.summary) == 150
+    assert first.fields["line_by"] == "summarizer"
+    assert second.fields["line_by"] == "rules"  # the summarizer failed: the rule-based line stays
 
 
 def test_clip_sentences_keeps_whole_sentences() -> None:

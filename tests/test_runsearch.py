@@ -83,6 +83,12 @@ def test_path_filter_finds_messages_and_runs_that_touched_a_file(imported: Archi
     )
 
 
+def test_kind_filter_in_the_summary_track_keeps_runs_holding_such_messages(imported: Archive) -> None:
+    runs = run_hits(imported, "reactive", kinds=["tool_error"])
+    assert runs and all(h.run.tool_errors > 0 for h in runs)
+    assert len(runs) < len(run_hits(imported, "reactive"))
+
+
 def test_session_filter_applies_to_both_tracks(imported: Archive) -> None:
     assert {h.run.session_id for h in run_hits(imported, "nginx", session=SSE[:13])} == {SSE}
     assert {h.session_id for h in msg_hits(imported, "nginx", session=SSE[:13])} == {SSE}

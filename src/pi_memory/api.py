@@ -196,7 +196,9 @@ class Archive:
     ) -> list[Hit] | list[RunHit]:
         """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only."""
         if scope == "summary":
-            return self.search_runs(query, limit=limit, project=project, since=since, session=session, path=path)
+            return self.search_runs(
+                query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds
+            )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
         since_ms = since if isinstance(since, int) else parse_since(since)
@@ -320,11 +322,15 @@ class Archive:
         since: str | int | None = None,
         session: str | None = None,
         path: str | None = None,
+        kinds: Iterable[str] = (),
     ) -> list[RunHit]:
-        """The summary track: runs whose summary matches, one hit per run."""
+        """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
         session_id = self.resolve_session(session) if session else None
-        return search_summaries(self.store, str(query), limit, project or None, since_ms, session_id, path or None)
+        kind_filter = check_kinds(tuple(kinds))
+        return search_summaries(
+            self.store, str(query), limit, project or None, since_ms, session_id, path or None, kind_filter
+        )
 
     def read_address(
         self, address: str, offset: int = 0, raw: bool = False, thinking: bool = False

@@ -138,6 +138,11 @@ def forgotten_hashes(store: Store, session_id: str) -> set[str]:
     return {str(r[0]) for r in store.rows("SELECT hash FROM forgotten WHERE session_id=?", (session_id,))}
 
 
+def forgotten_anywhere(store: Store, hash_: str) -> bool:
+    """A fork or copy of a forgotten message carries the same content hash: it stays forgotten too."""
+    return store.scalar("SELECT 1 FROM forgotten WHERE hash=? LIMIT 1", (hash_,)) is not None
+
+
 def clear_tombstones(store: Store, session_id: str) -> None:
     """`import --include-forgotten`: the user wants the session back (inside a transaction)."""
     store.conn.execute("DELETE FROM forgotten WHERE session_id=?", (session_id,))

@@ -158,7 +158,7 @@ class Importer:
                 entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
                 continue
             m = message_from_entry(row.id, entry)
-            if m.hash in forgotten:
+            if m.hash in forgotten or (not self.include_forgotten and forget.forgotten_anywhere(self.store, m.hash)):
                 report.forgotten += 1
                 continue
             if self.store.message_exists(row.id, m.hash) and not _needs_reconcile(self.store, m):

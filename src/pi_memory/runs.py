@@ -14,13 +14,20 @@ message, so re-segmenting a tail keeps the ids of runs whose start did not move;
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BadInput, NotFound
 from .store import Store, decompress
-from .summary import RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
+from .summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from .text import tokenize
+
+# An optional summarizer (an LLM, say): (a closed run's messages, its rule-based summary) -> a
+# better navigation line, or None to keep the rule-based one. Off by default and never needed;
+# it is called outside any transaction, and a failure keeps the rule-based line.
+Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
+SUMMARIZER: Summarizer | None = None
 
 
 @dataclass
@@ -188,11 +195,24 @@ def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -
     for i, group in enumerate(groups):
         status = run_status(group, is_last=i == len(groups) - 1)
         summary = summarize(group, status)
+        if SUMMARIZER is not None and status != "open":
+            _apply_summarizer(SUMMARIZER, group, summary)
         with store.write():
             written.append(write_run(store, session_id, group, status, summary))
     with store.write():
         _drop_stale_runs(store, session_id, start, firsts)
     return written
+
+
+def _apply_summarizer(summarizer: Summarizer, group: list[RunMessage], summary: RunSummary) -> None:
+    try:
+        line = summarizer(group, summary)
+    except Exception:  # noqa: BLE001 - an accessory must never break the write path
+        return
+    if line and line.strip():
+        text = " ".join(line.split())
+        summary.line = text if len(text) <= LINE_MAX else text[: LINE_MAX - 1] + "…"
+        summary.line_by = "summarizer"
 
 
 def _drop_stale_runs(store: Store, session_id: str, start: tuple[int, int] | None, keep_firsts: set[int]) -> None:

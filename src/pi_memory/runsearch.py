@@ -91,7 +91,7 @@ def path_sql_for_messages(path: str) -> tuple[str, list[Any]]:
 
 
 def _filters(
-    project: str | None, since_ms: int | None, session_id: str | None, path: str | None
+    project: str | None, since_ms: int | None, session_id: str | None, path: str | None, kinds: tuple[str, ...] = ()
 ) -> tuple[str, list[Any]]:
     clauses: list[str] = ["1"]
     params: list[Any] = []
@@ -107,6 +107,10 @@ def _filters(
     if path:
         clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
         params += path_params(path)
+    if kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
+        clauses.append(
+            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds)})"
+        )
     return " AND ".join(clauses), params
 
 
@@ -124,6 +128,7 @@ def search_summaries(
     since_ms: int | None = None,
     session_id: str | None = None,
     path: str | None = None,
+    kinds: tuple[str, ...] = (),
 ) -> list[RunHit]:
     """Runs whose navigation summary matches the query, best first."""
     limit = max(1, min(int(limit), MAX_LIMIT))
@@ -137,7 +142,7 @@ def search_summaries(
         present = [t for t in tokens if df[t.text] > 0]
         if not present:
             return []
-        where, params = _filters(project, since_ms, session_id, path)
+        where, params = _filters(project, since_ms, session_id, path, kinds)
         sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
                   WHERE r.id IN (SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
                   AND {where}"""

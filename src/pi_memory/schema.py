@@ -152,6 +152,7 @@ MIGRATIONS: list[tuple[str, str]] = [
           forgotten_at INTEGER NOT NULL,
           PRIMARY KEY (session_id, hash)
         ) WITHOUT ROWID;
+        CREATE INDEX forgotten_hash ON forgotten(hash);
 
         INSERT INTO counter VALUES ('run_docs', 0), ('run_chars', 0);
         """,

@@ -89,10 +89,12 @@ class RunSummary:
     commands: list[Field]
     errors: Field
     tool_calls: int
+    line_by: str = "rules"  # or "summarizer", when the optional hook wrote the line
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "line": self.line,
+            "line_by": self.line_by,
             "goal": self.goal.to_dict() if self.goal else None,
             "outcome": self.outcome.to_dict() if self.outcome else None,
             "files_read": [f.to_dict() for f in self.files_read],
