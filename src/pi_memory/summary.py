@@ -120,7 +120,7 @@ def fields_search_text(fields: dict[str, Any]) -> str:
 
 
 def clip_sentences(text: str, limit: int) -> str:
-    """As many whole sentences as fit in `limit` chars; a too-long first sentence is cut with `…`."""
+    """As many whole sentences as fit in `limit` chars; if they fill less than half, a cut with `…`."""
     text = re.sub(r"[ \t]+", " ", text.replace("[image]", "")).strip()
     if len(text) <= limit and "\n" not in text:
         return text
@@ -130,9 +130,9 @@ def clip_sentences(text: str, limit: int) -> str:
         if len(candidate) > limit:
             break
         out = candidate
-    if out:
+    if len(out) >= limit // 2:
         return out
-    cut = text[: limit - 1]
+    cut = text[: limit - 1]  # no sentence end in reach ("Done. <the real news>"): cut on a word
     space = cut.rfind(" ")
     return (cut[:space] if space > limit // 2 else cut).rstrip() + "…"
 
