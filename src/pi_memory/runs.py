@@ -28,6 +28,7 @@ from .text import tokenize
 # it is called outside any transaction, and a failure keeps the rule-based line.
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
+RUNS_PER_WRITE = 20  # runs written per transaction: a few ms, like an import batch
 
 
 @dataclass
@@ -90,8 +91,9 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
         params += [after[0], after[0], after[1]]
     sql += " ORDER BY m.ts, m.seq"
     out = []
-    for msg_id, entry_id, role, text, meta, raw, _ts, _seq in store.rows(sql, params):
-        out.append(RunMessage(msg_id, entry_id, role, text, json.loads(meta) if meta else {}, _source_message(raw)))
+    for msg_id, entry_id, role, text, meta, raw, ts, _seq in store.rows(sql, params):
+        loaded = json.loads(meta) if meta else {}
+        out.append(RunMessage(msg_id, entry_id, role, text, loaded, _source_message(raw), int(ts)))
     return out
 
 
@@ -184,23 +186,43 @@ def _earliest(store: Store, msg_ids: list[int]) -> tuple[int, int] | None:
     return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
 
+@dataclass
+class PreparedRun:
+    """A run computed outside any transaction, ready to write."""
+
+    group: list[RunMessage]
+    status: str
+    summary: RunSummary
+    search_text: str
+    chars: str
+    grams: str
+
+
+def prepare_run(group: list[RunMessage], is_last: bool) -> PreparedRun:
+    status = run_status(group, is_last)
+    summary = summarize(group, status)
+    if SUMMARIZER is not None and status != "open":
+        _apply_summarizer(SUMMARIZER, group, summary)
+    text = summary.search_text()
+    toks = tokenize(text)
+    return PreparedRun(group, status, summary, text, toks.chars_text(), toks.grams_text())
+
+
 def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -> list[int]:
-    """Re-segment a session from `start` (None: from its beginning); returns the run ids written."""
+    """Re-segment a session from `start` (None: from its beginning); returns the run ids written.
+
+    Everything is computed first; then runs are written `RUNS_PER_WRITE` to a short transaction.
+    """
     with store.read():
         messages = load_messages(store, session_id, start)
-        session_last = store.scalar("SELECT 1 FROM msg WHERE session_id=? LIMIT 1", (session_id,))
-    groups = segment(messages) if session_last else []
-    firsts = {g[0].msg_id for g in groups}
-    written = []
-    for i, group in enumerate(groups):
-        status = run_status(group, is_last=i == len(groups) - 1)
-        summary = summarize(group, status)
-        if SUMMARIZER is not None and status != "open":
-            _apply_summarizer(SUMMARIZER, group, summary)
+    groups = segment(messages)
+    prepared = [prepare_run(g, is_last=i == len(groups) - 1) for i, g in enumerate(groups)]
+    written: list[int] = []
+    for begin in range(0, len(prepared), RUNS_PER_WRITE):
         with store.write():
-            written.append(write_run(store, session_id, group, status, summary))
+            written += [write_run(store, session_id, p) for p in prepared[begin : begin + RUNS_PER_WRITE]]
     with store.write():
-        _drop_stale_runs(store, session_id, start, firsts)
+        _drop_stale_runs(store, session_id, start, {g[0].msg_id for g in groups})
     return written
 
 
@@ -227,40 +249,41 @@ def _drop_stale_runs(store: Store, session_id: str, start: tuple[int, int] | Non
             delete_run_rows(store, int(run_id))
 
 
-def write_run(store: Store, session_id: str, group: list[RunMessage], status: str, summary: RunSummary) -> int:
+def write_run(store: Store, session_id: str, run: PreparedRun) -> int:
     """Insert or update one run (inside a write transaction)."""
-    ends = store.rows(
-        "SELECT min(ts), max(ts) FROM msg WHERE id IN (SELECT value FROM json_each(?))",
-        (json.dumps([m.msg_id for m in group]),),
-    )[0]
+    group, summary = run.group, run.summary
     fields = json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))
     tool_errors = sum(1 for m in group if m.role == "tool_error")
-    store.conn.execute(
+    times = [m.ts for m in group]
+    row = store.rows(
         """INSERT INTO run(session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls, tool_errors, summary, fields)
            VALUES (?,?,?,?,?,?,?,?,?,?)
            ON CONFLICT(session_id, first_msg) DO UPDATE SET start_ts=excluded.start_ts, end_ts=excluded.end_ts,
              status=excluded.status, n_msgs=excluded.n_msgs, tool_calls=excluded.tool_calls,
-             tool_errors=excluded.tool_errors, summary=excluded.summary, fields=excluded.fields""",
+             tool_errors=excluded.tool_errors, summary=excluded.summary, fields=excluded.fields
+           RETURNING id, indexed_chars""",
         (
             session_id,
             group[0].msg_id,
-            ends[0],
-            ends[1],
-            status,
+            min(times),
+            max(times),
+            run.status,
             len(group),
             summary.tool_calls,
             tool_errors,
             summary.line,
             fields,
         ),
-    )
-    run_id = int(store.scalar("SELECT id FROM run WHERE session_id=? AND first_msg=?", (session_id, group[0].msg_id)))
+    )[0]
+    run_id = int(row[0])
     store.conn.executemany(
         "INSERT OR REPLACE INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)",
         [(m.msg_id, run_id, k) for k, m in enumerate(group, start=1)],
     )
     _write_files(store, run_id, summary)
-    _index_summary(store, run_id, summary.search_text())
+    if int(row[1]) >= 0:
+        _unindex_summary(store, run_id)
+    _index_summary(store, run_id, run)
     return run_id
 
 
@@ -273,16 +296,12 @@ def _write_files(store: Store, run_id: int, summary: RunSummary) -> None:
     store.conn.executemany("INSERT OR IGNORE INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?)", rows)
 
 
-def _index_summary(store: Store, run_id: int, text: str) -> None:
-    _unindex_summary(store, run_id)
-    toks = tokenize(text)
-    store.conn.execute(
-        "INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, toks.chars_text(), toks.grams_text())
-    )
-    store.conn.execute("UPDATE run SET indexed_chars=? WHERE id=?", (len(text), run_id))
+def _index_summary(store: Store, run_id: int, run: PreparedRun) -> None:
+    store.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, run.chars, run.grams))
+    store.conn.execute("UPDATE run SET indexed_chars=? WHERE id=?", (len(run.search_text), run_id))
     store.conn.execute(
         "UPDATE counter SET value = value + CASE name WHEN 'run_docs' THEN 1 ELSE ? END WHERE name IN ('run_docs', 'run_chars')",
-        (len(text),),
+        (len(run.search_text),),
     )
 
 

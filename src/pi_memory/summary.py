@@ -54,6 +54,7 @@ class RunMessage:
     text: str
     meta: dict[str, Any] = field(default_factory=dict)
     source: dict[str, Any] | None = None  # the agent message from the verbatim line, if kept
+    ts: int = 0
 
     @property
     def sources(self) -> dict[str, list[Any]]:
