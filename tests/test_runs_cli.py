@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import PI_DATA, python_cli
@@ -96,6 +97,19 @@ def test_forget_yes_then_reimport_does_not_revive(db_path: Path) -> None:
     assert not [h for h in hits if h["session_id"].startswith("01a2364c-a7f6")]
     back = json.loads(run("import", str(LONG_FILE), "--force", "--include-forgotten", "--json"))
     assert back["added"] == 10
+
+
+def test_forget_asks_first_on_a_terminal(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pi_memory.cli as cli_module
+
+    imported(db_path)
+    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    result = CliRunner().invoke(cli, ["forget", "01a2364c-a7f6-75cb"], input="n\n")
+    assert result.exit_code == 1 and "Forget session 01a2364c-a7f6" in result.output
+    assert json.loads(run("runs", "--session", "01a2364c-a7f6-75cb", "--json"))["runs"]  # nothing deleted
+    result = CliRunner().invoke(cli, ["forget", "01a2364c-a7f6-75cb"], input="y\n")
+    assert result.exit_code == 0 and "forgot session" in result.output
+    assert CliRunner().invoke(cli, ["read", "01a2364c-a7f6-75cb"]).exit_code == 1
 
 
 def test_bad_address_and_unknown_run_are_one_line_errors(db_path: Path) -> None:

@@ -355,9 +355,14 @@ class Archive:
         target = str(target).strip()
         if is_address(target) and "/" not in target:
             return plan_run(self.store, parse_run_id(target))
-        if target.isdigit():
+        if target.isdigit() and (len(target) < MIN_PREFIX or not self._session_prefix_exists(target)):
             return plan_message(self.store, int(target))
+        if target.isdigit() and self.store.scalar("SELECT 1 FROM msg WHERE id=?", (int(target),)):
+            raise BadInput(f"{target!r} is both a msg id and a session id prefix: give more of the session id")
         return plan_session(self.store, self.resolve_session(target))
+
+    def _session_prefix_exists(self, prefix: str) -> bool:
+        return self.store.scalar("SELECT 1 FROM session WHERE substr(id, 1, ?) = ? LIMIT 1", (len(prefix), prefix)) is not None
 
     def forget(self, target: str) -> ForgetPlan:
         """Delete for real (rows, verbatim copies, index entries, runs) and keep a tombstone."""

@@ -324,6 +324,10 @@ def show(ctx: click.Context, run: str, as_json: bool) -> None:
         click.echo(runview.format_run_show(window))  # type: ignore[arg-type]
 
 
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
 @cli.command()
 @click.argument("target")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
@@ -334,7 +338,7 @@ def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
     """Delete a session (id or prefix), a run (rN) or a message (msg id) for good."""
     with open_archive(ctx) as archive:
         plan = archive.plan_forget(target)
-        if not yes and sys.stdin.isatty():
+        if not yes and _interactive():
             click.confirm(f"Forget {plan.describe()}? This cannot be undone", abort=True)
         done = archive.forget(target)
     if as_json:
