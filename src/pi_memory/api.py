@@ -20,7 +20,7 @@ import apsw
 
 from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from .forget import ForgetPlan, plan_message, plan_run, plan_session
+from .forget import ForgetPlan, plan_target
 from .ingest import Importer, ImportReport
 from .runs import RunInfo, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
@@ -352,17 +352,7 @@ class Archive:
 
     def plan_forget(self, target: str) -> ForgetPlan:
         """What `forget(target)` would delete: a session (id or prefix), a run `rN` or a msg id."""
-        target = str(target).strip()
-        if is_address(target) and "/" not in target:
-            return plan_run(self.store, parse_run_id(target))
-        if target.isdigit() and (len(target) < MIN_PREFIX or not self._session_prefix_exists(target)):
-            return plan_message(self.store, int(target))
-        if target.isdigit() and self.store.scalar("SELECT 1 FROM msg WHERE id=?", (int(target),)):
-            raise BadInput(f"{target!r} is both a msg id and a session id prefix: give more of the session id")
-        return plan_session(self.store, self.resolve_session(target))
-
-    def _session_prefix_exists(self, prefix: str) -> bool:
-        return self.store.scalar("SELECT 1 FROM session WHERE substr(id, 1, ?) = ? LIMIT 1", (len(prefix), prefix)) is not None
+        return plan_target(self.store, str(target), self.resolve_session)
 
     def forget(self, target: str) -> ForgetPlan:
         """Delete for real (rows, verbatim copies, index entries, runs) and keep a tombstone."""

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import runs
-from .errors import NotFound
+from .errors import BadInput, NotFound
 from .store import Store
 
 CHUNK = 500
+MIN_PREFIX = 8  # a session prefix this long may be all digits
 WHOLE_SESSION = "*"
 
 
@@ -50,6 +52,21 @@ class ForgetPlan:
             "messages": len(self.msg_ids),
             "runs": len(self.run_ids),
         }
+
+
+def plan_target(store: Store, target: str, resolve_session: Callable[[str], str]) -> ForgetPlan:
+    """`rN` is a run, digits a msg id (unless they are also a session prefix), anything else a session."""
+    target = target.strip()
+    if target.lower().startswith("r") and target[1:].isdigit():
+        return plan_run(store, int(target[1:]))
+    if target.isdigit():
+        is_message = store.scalar("SELECT 1 FROM msg WHERE id=?", (int(target),)) is not None
+        prefix_of = store.scalar("SELECT 1 FROM session WHERE substr(id, 1, ?) = ? LIMIT 1", (len(target), target))
+        if is_message and prefix_of and len(target) >= MIN_PREFIX:
+            raise BadInput(f"{target!r} is both a msg id and a session id prefix: give more of the session id")
+        if is_message or not prefix_of or len(target) < MIN_PREFIX:
+            return plan_message(store, int(target))
+    return plan_session(store, resolve_session(target))
 
 
 def plan_session(store: Store, session_id: str) -> ForgetPlan:
