@@ -99,6 +99,8 @@ def test_forgetting_a_run_leaves_the_rest_of_the_session(archive: Archive, tmp_p
     archive.import_paths([source], force=True)
     assert not findable(archive, "预期收益")
     assert [r.id for r in archive.runs(session=CACHE)] == [first.id]
+    assert archive.import_paths([source], include_forgotten=True).added == second.messages
+    assert findable(archive, "预期收益")
 
 
 def test_forgetting_one_message_rebuilds_its_run_summary(archive: Archive, tmp_path: Path) -> None:

@@ -178,7 +178,8 @@ class Archive:
     ) -> ImportReport:
         targets = [Path(p).expanduser() for p in paths] if paths else [default_sessions_dir()]
         importer = Importer(self.store, include_forgotten=include_forgotten)
-        return importer.import_paths(targets, force=force, progress=progress)
+        # bringing forgotten messages back means reading files that have not changed since
+        return importer.import_paths(targets, force=force or include_forgotten, progress=progress)
 
     # --- search ----------------------------------------------------------------------
 
