@@ -113,47 +113,68 @@ def _extend_open_run(store: Store, session_id: str, new_ids: list[int]) -> bool:
     500-step tool loop does not re-summarize its whole run at every step.
     """
     with store.read():
-        last = store.rows(
-            """SELECT r.id, r.n_msgs FROM run r JOIN msg m ON m.id = r.first_msg
-               WHERE r.session_id=? AND r.status='open' AND r.id = (
-                 SELECT r2.id FROM run r2 JOIN msg m2 ON m2.id = r2.first_msg WHERE r2.session_id=?
-                 ORDER BY m2.ts DESC, m2.seq DESC LIMIT 1)""",
-            (session_id, session_id),
-        )
-        if not last:
-            return False
-        run_id, count = int(last[0][0]), int(last[0][1])
-        end = store.rows(
-            "SELECT m.ts, m.seq FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE rm.run_id=? AND rm.pos=?",
-            (run_id, count),
-        )
-        new = store.rows(
-            """SELECT id, role, meta, ts, seq FROM msg WHERE id IN (SELECT value FROM json_each(?))
-               ORDER BY ts, seq""",
-            (json.dumps(new_ids),),
-        )
-    if not end or not new or (int(new[0][3]), int(new[0][4])) <= (int(end[0][0]), int(end[0][1])):
+        tail = _open_run_tail(store, session_id)
+        steps = _new_steps(store, new_ids)
+    if tail is None or not steps:
         return False
-    steps = [RunMessage(int(i), None, str(role), "", json.loads(meta) if meta else {}) for i, role, meta, _, _ in new]
+    run_id, count, end = tail
+    if (steps[0].ts, steps[0].seq) <= end:
+        return False  # an earlier message arrived late: the full path puts it in its place
     if any(m.role in ("user", "summary") or is_final_reply(m) for m in steps):
         return False  # a new run, or this one closes: the full path segments and summarizes
     with store.write():
-        store.conn.executemany(
-            "INSERT OR REPLACE INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)",
-            [(m.msg_id, run_id, count + k) for k, m in enumerate(steps, start=1)],
-        )
-        store.conn.execute(
-            """UPDATE run SET n_msgs = n_msgs + ?, end_ts = max(end_ts, ?), tool_calls = tool_calls + ?,
-                 tool_errors = tool_errors + ? WHERE id=?""",
-            (
-                len(steps),
-                max(int(r[3]) for r in new),
-                sum(len(m.meta.get("tools") or []) for m in steps),
-                sum(1 for m in steps if m.role == "tool_error"),
-                run_id,
-            ),
-        )
+        _append_steps(store, run_id, count, steps)
     return True
+
+
+@dataclass
+class _Step(RunMessage):
+    seq: int = 0
+
+
+def _open_run_tail(store: Store, session_id: str) -> tuple[int, int, tuple[int, int]] | None:
+    """(run id, message count, position of its last message) of the session's last run, if open."""
+    rows = store.rows(
+        """SELECT r.id, r.n_msgs, m.ts, m.seq FROM run r
+           JOIN run_msg rm ON rm.run_id = r.id AND rm.pos = r.n_msgs JOIN msg m ON m.id = rm.msg_id
+           WHERE r.status = 'open' AND r.id = (
+             SELECT r2.id FROM run r2 JOIN msg m2 ON m2.id = r2.first_msg WHERE r2.session_id=?
+             ORDER BY m2.ts DESC, m2.seq DESC LIMIT 1)""",
+        (session_id,),
+    )
+    if not rows:
+        return None
+    run_id, count, ts, seq = (int(v) for v in rows[0])
+    return run_id, count, (ts, seq)
+
+
+def _new_steps(store: Store, new_ids: list[int]) -> list[_Step]:
+    rows = store.rows(
+        "SELECT id, role, meta, ts, seq FROM msg WHERE id IN (SELECT value FROM json_each(?)) ORDER BY ts, seq",
+        (json.dumps(new_ids),),
+    )
+    return [
+        _Step(int(i), None, str(role), "", json.loads(meta) if meta else {}, None, int(ts), int(seq))
+        for i, role, meta, ts, seq in rows
+    ]
+
+
+def _append_steps(store: Store, run_id: int, count: int, steps: list[_Step]) -> None:
+    store.conn.executemany(
+        "INSERT OR REPLACE INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)",
+        [(m.msg_id, run_id, count + k) for k, m in enumerate(steps, start=1)],
+    )
+    store.conn.execute(
+        """UPDATE run SET n_msgs = n_msgs + ?, end_ts = max(end_ts, ?), tool_calls = tool_calls + ?,
+             tool_errors = tool_errors + ? WHERE id=?""",
+        (
+            len(steps),
+            max(m.ts for m in steps),
+            sum(len(m.meta.get("tools") or []) for m in steps),
+            sum(1 for m in steps if m.role == "tool_error"),
+            run_id,
+        ),
+    )
 
 
 def _tail_start(store: Store, session_id: str, new_ids: list[int]) -> tuple[int, int] | None:

@@ -23,7 +23,7 @@ from .errors import BadInput
 from .runs import RUN_COLUMNS, RunInfo, run_from_row
 from .store import Store
 from .summary import fields_search_text
-from .text import fts_or, normalize, query_tokens
+from .text import QueryToken, fts_or, normalize, query_tokens
 
 SUMMARY_CANDIDATES = 2_000  # newest matching runs scored exactly per query
 DF_CAP = 20_000  # document frequencies are counted exactly up to here
@@ -131,13 +131,11 @@ def search_summaries(
     kinds: tuple[str, ...] = (),
 ) -> list[RunHit]:
     """Runs whose navigation summary matches the query, best first."""
-    limit = max(1, min(int(limit), MAX_LIMIT))
     tokens = query_tokens(query)
     if not tokens:
         return []
     with store.read():
         counters = store.counters()
-        n_docs = counters.get("run_docs", 0)
         df = {t.text: _df(store, t.fts()) for t in tokens}
         present = [t for t in tokens if df[t.text] > 0]
         if not present:
@@ -147,14 +145,27 @@ def search_summaries(
                   WHERE r.id IN (SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
                   AND {where}"""
         rows = store.rows(sql, [fts_or(present), SUMMARY_CANDIDATES] + params)
+    hits = _score(query, [run_from_row(r) for r in rows], tokens, present, df, counters)
+    return hits[: max(1, min(int(limit), MAX_LIMIT))]
+
+
+def _score(
+    query: str,
+    runs: list[RunInfo],
+    tokens: list[QueryToken],
+    present: list[QueryToken],
+    df: dict[str, int],
+    counters: dict[str, int],
+) -> list[RunHit]:
+    """BM25 plus phrase bonus over each run's summary text; newer runs win ties."""
+    n_docs = counters.get("run_docs", 0)
     weights = {t.text: ranking.token_weight(t, df[t.text], n_docs) for t in tokens}
     avg = counters.get("run_chars", 0) / n_docs if n_docs else 1.0
     phrases = ranking.query_phrases(normalize(query), weights)
     scored = []
-    for row in rows:
-        run = run_from_row(row)
+    for run in runs:
         score = ranking.score_text(normalize(fields_search_text(run.fields)), present, weights, phrases, avg)
         if score > 0:
             scored.append(RunHit(run, score))
     scored.sort(key=lambda h: (h.score, h.run.start_ts, h.run.id), reverse=True)
-    return scored[:limit]
+    return scored

@@ -40,6 +40,7 @@ READ_PROGRAMS = {"cat", "head", "tail", "less", "more", "wc", "zcat", "grep", "r
 CHANGE_PROGRAMS = {"rm", "touch", "mkdir", "tee", "truncate", "chmod", "mv", "cp"}
 PATTERN_FIRST = {"grep", "rg"}  # the first plain argument is a pattern, not a file
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；])|(?<=[.;])(?=\s)|\n")
+_MARKDOWN_LEAD = re.compile(r"^(?:[-*+>]|\d+[.)]|#+)\s+")
 _EXIT_CODE = re.compile(r"exit(?:ed)? (?:with )?code (\d+)", re.IGNORECASE)
 _LOOKS_LIKE_PATH = re.compile(r"^[\w.~@+-]*[/.][\w./~@+-]*$")
 
@@ -152,7 +153,9 @@ def first_sentence(text: str, limit: int, at_least: int = OUTCOME_MIN) -> str:
 
 
 def _sentences(text: str) -> list[str]:
-    return [p.strip() for p in _SENTENCE_END.split(text) if p and p.strip()]
+    """Sentences and lines, without markdown list and heading markers."""
+    pieces = (_MARKDOWN_LEAD.sub("", p.strip()) for p in _SENTENCE_END.split(text) if p)
+    return [p for p in pieces if p]
 
 
 # --- reading agent messages -------------------------------------------------------
