@@ -18,11 +18,15 @@ from typing import Any
 
 import apsw
 
+from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
+from .forget import ForgetPlan, plan_target
 from .ingest import Importer, ImportReport
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
+from .runs import RunInfo, get_run, list_runs, parse_run_id
+from .runsearch import RunHit, check_kinds, search_summaries
 from .search import Filters, Hit, Searcher
 from .sources.pi import default_sessions_dir
 from .store import Store, default_db_path
@@ -175,9 +179,12 @@ class Archive:
         *,
         force: bool = False,
         progress: Callable[[Path], None] | None = None,
+        include_forgotten: bool = False,
     ) -> ImportReport:
         targets = [Path(p).expanduser() for p in paths] if paths else [default_sessions_dir()]
-        return Importer(self.store).import_paths(targets, force=force, progress=progress)
+        importer = Importer(self.store, include_forgotten=include_forgotten)
+        # bringing forgotten messages back means reading files that have not changed since
+        return importer.import_paths(targets, force=force or include_forgotten, progress=progress)
 
     # --- search ----------------------------------------------------------------------
 
@@ -189,10 +196,27 @@ class Archive:
         since: str | int | None = None,
         session: str | None = None,
         roles: Iterable[str] = (),
-    ) -> list[Hit]:
+        scope: str = "content",
+        kinds: Iterable[str] = (),
+        path: str | None = None,
+    ) -> list[Hit] | list[RunHit]:
+        """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only."""
+        if scope == "summary":
+            return self.search_runs(
+                query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds
+            )
+        if scope != "content":
+            raise BadInput(f"unknown scope {scope!r}: use content or summary")
         since_ms = since if isinstance(since, int) else parse_since(since)
         session_id = self.resolve_session(session) if session else None
-        filters = Filters(project=project or None, since_ms=since_ms, session_id=session_id, roles=tuple(roles))
+        filters = Filters(
+            project=project or None,
+            since_ms=since_ms,
+            session_id=session_id,
+            roles=tuple(roles),
+            kinds=check_kinds(tuple(kinds)),
+            path=path or None,
+        )
         return self.searcher.search(str(query), limit=limit, filters=filters)
 
     # --- read ------------------------------------------------------------------------
@@ -392,6 +416,64 @@ class Archive:
 
         with self.store.read():
             return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
+
+    # --- runs: navigation summaries, addressed reads, forget ---------------------------
+
+    def runs(
+        self, project: str | None = None, since: str | None = None, session: str | None = None, limit: int = 20
+    ) -> list[RunInfo]:
+        """Recent runs, newest first, with their navigation summaries."""
+        session_id = self.resolve_session(session) if session else None
+        return list_runs(self.store, project or None, parse_since(since), session_id, limit)
+
+    def run(self, run_id: str | int) -> RunInfo:
+        return get_run(self.store, run_id if isinstance(run_id, int) else parse_run_id(run_id))
+
+    def search_runs(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since: str | int | None = None,
+        session: str | None = None,
+        path: str | None = None,
+        kinds: Iterable[str] = (),
+    ) -> list[RunHit]:
+        """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
+        since_ms = since if isinstance(since, int) else parse_since(since)
+        session_id = self.resolve_session(session) if session else None
+        kind_filter = check_kinds(tuple(kinds))
+        return search_summaries(
+            self.store, str(query), limit, project or None, since_ms, session_id, path or None, kind_filter
+        )
+
+    def read_address(
+        self, address: str, offset: int = 0, raw: bool = False, thinking: bool = False
+    ) -> RunWindow | MessageDetail:
+        """`r12`: the run's messages (from message `offset`); `r12/m3`: one message in full, paged."""
+        parsed = parse_address(address)
+        if parsed.pos is None:
+            return read_run(self.store, parsed.run_id, offset)
+        return read_message(self.store, parsed, offset=offset, raw=raw, thinking=thinking)
+
+    def is_address(self, value: str) -> bool:
+        return is_address(value)
+
+    def rebuild_runs(self, session: str | None = None) -> int:
+        """Re-segment and re-summarize every session (or one); returns the number of runs."""
+        from .runs import rebuild
+
+        return rebuild(self.store, self.resolve_session(session) if session else None)
+
+    def plan_forget(self, target: str) -> ForgetPlan:
+        """What `forget(target)` would delete: a session (id or prefix), a run `rN` or a msg id."""
+        return plan_target(self.store, str(target), self.resolve_session)
+
+    def forget(self, target: str) -> ForgetPlan:
+        """Delete for real (rows, verbatim copies, index entries, runs) and keep a tombstone."""
+        from .forget import execute
+
+        return execute(self.store, self.plan_forget(target))
 
 
 def move_aside(db_path: Path) -> Path:

@@ -18,6 +18,7 @@ import apsw
 import click
 
 from . import format as fmt
+from . import runview
 from .api import Archive, move_aside
 from .errors import ArchiveError
 from .search import timed
@@ -102,10 +103,13 @@ def _emit_json(value: Any) -> None:
 @cli.command("import")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="Re-read files even if unchanged since the last import.")
+@click.option("--include-forgotten", is_flag=True, help="Bring back what `forget` removed, if the files have it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_pass_db
 @click.pass_context
-def import_cmd(ctx: click.Context, paths: tuple[Path, ...], force: bool, as_json: bool) -> None:
+def import_cmd(
+    ctx: click.Context, paths: tuple[Path, ...], force: bool, include_forgotten: bool, as_json: bool
+) -> None:
     """Import session files or folders (default: the pi sessions folder)."""
     with open_archive(ctx) as archive:
         from .ingest import discover
@@ -120,7 +124,9 @@ def import_cmd(ctx: click.Context, paths: tuple[Path, ...], force: bool, as_json
         with (
             click.progressbar(length=len(files), label="importing", file=sys.stderr) if show_bar else _null_bar() as bar
         ):
-            report = archive.import_paths(files, force=force, progress=lambda _p: bar.update(1))
+            report = archive.import_paths(
+                files, force=force, progress=lambda _p: bar.update(1), include_forgotten=include_forgotten
+            )
     if as_json:
         _emit_json(report.to_dict())
         return
@@ -157,6 +163,15 @@ class _null_bar:
 @click.option("--project", help="Only this project (name or cwd).")
 @click.option("--since", help="Only messages on or after this date (YYYY-MM-DD).")
 @click.option("--session", help="Only this session (id or 8+ char prefix).")
+@click.option(
+    "--scope",
+    type=click.Choice(["content", "summary"]),
+    default="content",
+    show_default=True,
+    help="content: message text; summary: one line per run, from run summaries only.",
+)
+@click.option("--kind", "kinds", multiple=True, help="Only user, assistant, tool_call, tool_error or summary messages.")
+@click.option("--path", help="Only messages (or runs) that read or changed this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
@@ -167,13 +182,28 @@ def search(
     project: str | None,
     since: str | None,
     session: str | None,
+    scope: str,
+    kinds: tuple[str, ...],
+    path: str | None,
     as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
     with open_archive(ctx) as archive:
-        hits, took = timed(archive.search, query, limit=limit, project=project, since=since, session=session)
+        hits, took = timed(
+            archive.search,
+            query,
+            limit=limit,
+            project=project,
+            since=since,
+            session=session,
+            scope=scope,
+            kinds=kinds,
+            path=path,
+        )
     if as_json:
-        _emit_json({"query": query, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
+        _emit_json({"query": query, "scope": scope, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
+    elif scope == "summary":
+        click.echo(runview.format_summary_hits(hits, query))
     else:
         click.echo(fmt.format_search(hits, query))
 
@@ -183,12 +213,29 @@ def search(
 @click.option("--around", "around", type=int, help="Center on this msg_id (default: the last message).")
 @click.option("--before", default=4, show_default=True, type=click.IntRange(0, 50))
 @click.option("--after", default=6, show_default=True, type=click.IntRange(0, 50))
+@click.option("--offset", default=0, type=click.IntRange(0), help="rN: first message to show; rN/mK: page cursor.")
+@click.option("--raw", is_flag=True, help="rN/mK: the verbatim source entry JSON.")
+@click.option("--thinking", is_flag=True, help="rN/mK: include thinking blocks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the window as JSON.")
 @_pass_db
 @click.pass_context
-def read(ctx: click.Context, session: str, around: int | None, before: int, after: int, as_json: bool) -> None:
-    """Read a session around one message."""
+def read(
+    ctx: click.Context,
+    session: str,
+    around: int | None,
+    before: int,
+    after: int,
+    offset: int,
+    raw: bool,
+    thinking: bool,
+    as_json: bool,
+) -> None:
+    """Read a session around one message, a run (r12) or one message in full (r12/m3)."""
     with open_archive(ctx) as archive:
+        if archive.is_address(session):
+            found = archive.read_address(session, offset=offset, raw=raw, thinking=thinking)
+            _echo_address(found, as_json)
+            return
         window = archive.read(session, around=around, before=before, after=after)
     if as_json:
         _emit_json(window.to_dict())
@@ -265,6 +312,83 @@ def entries(
         _emit_json(found.to_dict())
     else:
         click.echo(format_entries(found))
+
+
+def _echo_address(found: Any, as_json: bool) -> None:
+    if as_json:
+        _emit_json(found.to_dict())
+    elif hasattr(found, "next_offset"):
+        click.echo(runview.format_detail(found))
+    else:
+        click.echo(runview.format_run_window(found))
+
+
+@cli.command()
+@click.option("--project", help="Only this project (name or cwd).")
+@click.option("--since", help="Only runs started on or after this date (YYYY-MM-DD).")
+@click.option("--session", help="Only this session (id or 8+ char prefix).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--rebuild", is_flag=True, help="Re-segment and re-summarize every session first.")
+@click.option("--json", "as_json", is_flag=True, help="Print runs as JSON.")
+@_pass_db
+@click.pass_context
+def runs(
+    ctx: click.Context,
+    project: str | None,
+    since: str | None,
+    session: str | None,
+    limit: int,
+    rebuild: bool,
+    as_json: bool,
+) -> None:
+    """Recent runs (one user message to the final reply) with their summaries."""
+    with open_archive(ctx) as archive:
+        if rebuild:
+            total = archive.rebuild_runs(session)
+            click.echo(f"rebuilt {total} runs", err=True)
+        found = archive.runs(project=project, since=since, session=session, limit=limit)
+    if as_json:
+        _emit_json({"runs": [r.to_dict() for r in found]})
+    else:
+        click.echo(runview.format_run_list(found))
+
+
+@cli.command()
+@click.argument("run")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
+@_pass_db
+@click.pass_context
+def show(ctx: click.Context, run: str, as_json: bool) -> None:
+    """One run, readably: summary fields, then every message."""
+    with open_archive(ctx) as archive:
+        window = archive.read_address(archive.run(run).address)
+    if as_json:
+        _emit_json(window.to_dict())
+    else:
+        click.echo(runview.format_run_show(window))  # type: ignore[arg-type]
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was forgotten as JSON.")
+@_pass_db
+@click.pass_context
+def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
+    """Delete a session (id or prefix), a run (rN) or a message (msg id) for good."""
+    with open_archive(ctx) as archive:
+        plan = archive.plan_forget(target)
+        if not yes and _interactive():
+            click.confirm(f"Forget {plan.describe()}? This cannot be undone", abort=True)
+        done = archive.forget(target)
+    if as_json:
+        _emit_json(done.to_dict())
+    else:
+        click.echo(f"forgot {done.describe()}; a re-import will not bring it back (unless --include-forgotten)")
 
 
 def main() -> None:

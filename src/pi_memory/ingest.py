@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import forget, runs
 from .errors import ArchiveError
 from .sources.pi import Entry, ParsedSession, project_of, read_session_file
 from .store import NewEntry, NewMessage, SessionRow, Store
@@ -40,6 +41,7 @@ class ImportReport:
     sessions: set[str] = field(default_factory=set)
     added: int = 0
     skipped: int = 0  # messages already in the archive
+    forgotten: int = 0  # messages not re-imported because the user forgot them
     errors: list[FileError] = field(default_factory=list)
 
     def merge(self, other: ImportReport) -> None:
@@ -48,6 +50,7 @@ class ImportReport:
         self.sessions |= other.sessions
         self.added += other.added
         self.skipped += other.skipped
+        self.forgotten += other.forgotten
         self.errors += other.errors
 
     def to_dict(self) -> dict[str, Any]:
@@ -57,6 +60,7 @@ class ImportReport:
             "sessions": len(self.sessions),
             "added": self.added,
             "skipped": self.skipped,
+            "forgotten": self.forgotten,
             "errors": [e.to_dict() for e in self.errors],
         }
 
@@ -195,8 +199,9 @@ class Importer:
 
     FLUSH_FILES = 50
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, include_forgotten: bool = False) -> None:
         self.store = store
+        self.include_forgotten = include_forgotten
         self._pending: list[SessionWrite] = []
         self._pending_messages = 0
 
@@ -227,15 +232,21 @@ class Importer:
                 report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
             return report
         unit = self.plan_session(parsed, path, report)
+        if unit is None:
+            return report
         unit.source = (key, stat.st_size, stat.st_mtime_ns)
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)
         return report
 
-    def plan_session(self, parsed: ParsedSession, path: Path, report: ImportReport) -> SessionWrite:
+    def plan_session(self, parsed: ParsedSession, path: Path, report: ImportReport) -> SessionWrite | None:
         """What of this session is new: tokenized messages and the other entries."""
         row = _session_row(parsed, path)
         report.sessions.add(row.id)
+        forgotten = self._forgotten(row.id)
+        if forget.WHOLE_SESSION in forgotten:
+            report.forgotten += len(parsed.messages)
+            return None  # the user forgot this session: not even its row comes back
         unit = SessionWrite(row.id, [], [], row)
         existing = self.store.existing_hashes(row.id)
         is_copy = parsed.header is not None and parsed.header.parent_session is not None
@@ -244,6 +255,9 @@ class Importer:
                 unit.entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
                 continue
             m = message_from_entry(row.id, entry)
+            if m.hash in forgotten or (not self.include_forgotten and forget.forgotten_anywhere(self.store, m.hash)):
+                report.forgotten += 1
+                continue
             if m.hash in existing and not (existing[m.hash] and m.entry_id):
                 report.skipped += 1  # already archived (and nothing to reconcile)
                 continue
@@ -254,6 +268,14 @@ class Importer:
                 m.prepare()
             unit.messages.append(m)
         return unit
+
+    def _forgotten(self, session_id: str) -> set[str]:
+        """Tombstones of what the user forgot here; `--include-forgotten` clears them instead."""
+        if self.include_forgotten:
+            with self.store.write():
+                forget.clear_tombstones(self.store, session_id)
+            return set()
+        return forget.forgotten_hashes(self.store, session_id)
 
     def flush(self, report: ImportReport) -> None:
         if not self._pending:
@@ -278,7 +300,8 @@ class Importer:
 
 
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
-AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = []
+# Runs and their summaries are built here, so import and live capture both keep them current.
+AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = [runs.after_write]
 
 
 def file_size(path: Path) -> int:

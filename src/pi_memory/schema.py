@@ -22,6 +22,14 @@ Tables
               append-only: triggers refuse UPDATE and DELETE (see `memory/log.py`).
 - `compact_window` one row per committed pi compaction (window manifest): a hash
               chain per session; rows are immutable (a trigger refuses UPDATE).
+- `run`       one row per run (a user message through the final reply), derived from `msg`
+              by `runs.py`: status, counts, navigation summary line and its fields (JSON).
+              `AUTOINCREMENT`: a forgotten run's id is never reused.
+- `run_msg`   msg -> (run, 1-based position): the address `r<N>/m<K>`.
+- `run_file`  paths a run read or changed, per message, for the path filter.
+- `run_fts`   contentless two-channel FTS5 index over run summaries (the summary track).
+- `forgotten` tombstones: (session, message hash) pairs the user forgot, `*` for a whole
+              session, so a re-import does not bring them back.
 """
 
 from __future__ import annotations
@@ -158,6 +166,61 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         CREATE TRIGGER compact_window_immutable BEFORE UPDATE ON compact_window
         BEGIN SELECT RAISE(ABORT, 'compact_window rows are immutable'); END;
+        """,
+    ),
+    (
+        "m004_runs",
+        """
+        CREATE TABLE run (
+          id            INTEGER PRIMARY KEY AUTOINCREMENT,
+          session_id    TEXT    NOT NULL,
+          first_msg     INTEGER NOT NULL,
+          start_ts      INTEGER NOT NULL,
+          end_ts        INTEGER NOT NULL,
+          status        TEXT    NOT NULL,
+          n_msgs        INTEGER NOT NULL,
+          tool_calls    INTEGER NOT NULL,
+          tool_errors   INTEGER NOT NULL,
+          summary       TEXT    NOT NULL,
+          fields        TEXT    NOT NULL,
+          indexed_chars INTEGER NOT NULL DEFAULT -1,
+          UNIQUE (session_id, first_msg)
+        );
+        CREATE INDEX run_start ON run(start_ts);
+
+        CREATE TABLE run_msg (
+          msg_id INTEGER PRIMARY KEY,
+          run_id INTEGER NOT NULL,
+          pos    INTEGER NOT NULL
+        );
+        CREATE INDEX run_msg_run ON run_msg(run_id, pos);
+
+        CREATE TABLE run_file (
+          path   TEXT    NOT NULL,
+          run_id INTEGER NOT NULL,
+          msg_id INTEGER NOT NULL,
+          action TEXT    NOT NULL,
+          PRIMARY KEY (path, msg_id, action)
+        ) WITHOUT ROWID;
+        CREATE INDEX run_file_run ON run_file(run_id);
+
+        CREATE VIRTUAL TABLE run_fts USING fts5(
+          chars, grams,
+          content = '',
+          contentless_delete = 1,
+          tokenize = "ascii tokenchars '_'",
+          detail = 'column'
+        );
+
+        CREATE TABLE forgotten (
+          session_id   TEXT    NOT NULL,
+          hash         TEXT    NOT NULL,
+          forgotten_at INTEGER NOT NULL,
+          PRIMARY KEY (session_id, hash)
+        ) WITHOUT ROWID;
+        CREATE INDEX forgotten_hash ON forgotten(hash);
+
+        INSERT INTO counter VALUES ('run_docs', 0), ('run_chars', 0);
         """,
     ),
 ]

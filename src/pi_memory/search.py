@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ranking
+from . import ranking, runsearch
 from .store import Store
 from .text import QueryToken, fts_and, fts_or, normalize, query_phrases_for_snippet, query_tokens, snippet
 
@@ -75,10 +75,12 @@ class Filters:
     since_ms: int | None = None
     session_id: str | None = None
     roles: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()  # user, assistant, tool_call, tool_error, summary (see runsearch)
+    path: str | None = None  # messages that read or changed this file
 
     @property
     def active(self) -> bool:
-        return bool(self.project or self.since_ms or self.session_id or self.roles)
+        return bool(self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path)
 
 
 @dataclass
@@ -269,6 +271,12 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
     if f.roles:
         clauses.append(f"m.role IN ({','.join('?' * len(f.roles))})")
         params += list(f.roles)
+    if f.kinds:
+        clauses.append(runsearch.kind_sql(f.kinds))
+    if f.path:
+        sql, path_params = runsearch.path_sql_for_messages(f.path)
+        clauses.append(sql)
+        params += path_params
     return " AND ".join(clauses), params
 
 

@@ -294,7 +294,8 @@ class Store:
         indexed = [m for m in added if m.indexed]
         if indexed:
             self.conn.execute(
-                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN ? ELSE ? END",
+                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN ? ELSE ? END"
+                " WHERE name IN ('indexed_docs', 'indexed_chars')",
                 (len(indexed), sum(len(m.text) for m in indexed)),
             )
         if added:

@@ -1,0 +1,171 @@
+"""The summary track of two-track search, and the run-aware filters of the content track.
+
+Design idea (spec 004 §3): scanning is cheap when it reads tables of contents,
+not pages. `scope="summary"` searches only the run summaries (their own
+contentless FTS5 index, `run_fts`, cut by the same tokenizer as messages) and
+returns one line per run; `scope="content"` is the message search. Both are
+bounded the same way: candidates are the newest `SUMMARY_CANDIDATES` runs
+holding any query token, scored exactly by `ranking.score_text` (BM25 plus a
+phrase bonus) over the summary text, recency breaking ties.
+
+The content track gains filters by kind (`tool_call` = an assistant message
+that called a tool) and by file path (messages and runs that read or changed
+it, from `run_file`); they are SQL fragments over `msg m`, used by `search.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from . import ranking
+from .errors import BadInput
+from .runs import RUN_COLUMNS, RunInfo, run_from_row
+from .store import Store
+from .summary import fields_search_text
+from .text import QueryToken, fts_or, normalize, query_tokens
+
+SUMMARY_CANDIDATES = 2_000  # newest matching runs scored exactly per query
+DF_CAP = 20_000  # document frequencies are counted exactly up to here
+MAX_LIMIT = 100
+KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
+_KIND_SQL = {
+    "user": "m.role = 'user'",
+    "assistant": "m.role = 'assistant'",
+    "tool_call": "(m.role = 'assistant' AND json_extract(m.meta, '$.tools') IS NOT NULL)",
+    "tool_error": "m.role = 'tool_error'",
+    "summary": "m.role = 'summary'",
+}
+
+
+@dataclass
+class RunHit:
+    run: RunInfo
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        r = self.run
+        return {
+            "run": r.address,
+            "session_id": r.session_id,
+            "start_ts": r.start_ts,
+            "project": r.project,
+            "status": r.status,
+            "summary": r.summary,
+            "score": round(self.score, 4),
+        }
+
+
+# --- filters shared with the content track -------------------------------------------
+
+
+def check_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise BadInput(f"unknown kind {unknown[0]!r}: use one of {', '.join(KINDS)}")
+    return kinds
+
+
+def kind_sql(kinds: tuple[str, ...]) -> str:
+    """An SQL condition over `msg m`: the message is of one of these kinds."""
+    return "(" + " OR ".join(_KIND_SQL[k] for k in check_kinds(kinds)) + ")"
+
+
+def path_match_sql(column: str) -> str:
+    """`column` names the given path: equal, a suffix at a `/`, or the given path ends with it."""
+    return f"({column} = ? OR {column} LIKE ? ESCAPE '\\' OR ? LIKE '%/' || {column})"
+
+
+def path_params(path: str) -> list[Any]:
+    escaped = path.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return [path, "%/" + escaped, path]
+
+
+def path_sql_for_messages(path: str) -> tuple[str, list[Any]]:
+    """Messages that touched a path: the tool calls naming it and their results."""
+    sql = f"""m.id IN (SELECT f.msg_id FROM run_file f WHERE {path_match_sql("f.path")})"""
+    return sql, path_params(path)
+
+
+# --- the summary track ----------------------------------------------------------------
+
+
+def _filters(
+    project: str | None, since_ms: int | None, session_id: str | None, path: str | None, kinds: tuple[str, ...] = ()
+) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["1"]
+    params: list[Any] = []
+    if project:
+        clauses.append("(s.project = ? OR s.cwd = ?)")
+        params += [project, project]
+    if since_ms:
+        clauses.append("r.start_ts >= ?")
+        params.append(since_ms)
+    if session_id:
+        clauses.append("r.session_id = ?")
+        params.append(session_id)
+    if path:
+        clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
+        params += path_params(path)
+    if kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
+        clauses.append(
+            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds)})"
+        )
+    return " AND ".join(clauses), params
+
+
+def _df(store: Store, expr: str) -> int:
+    return int(
+        store.scalar("SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)", (expr, DF_CAP))
+    )
+
+
+def search_summaries(
+    store: Store,
+    query: str,
+    limit: int = 10,
+    project: str | None = None,
+    since_ms: int | None = None,
+    session_id: str | None = None,
+    path: str | None = None,
+    kinds: tuple[str, ...] = (),
+) -> list[RunHit]:
+    """Runs whose navigation summary matches the query, best first."""
+    tokens = query_tokens(query)
+    if not tokens:
+        return []
+    with store.read():
+        counters = store.counters()
+        df = {t.text: _df(store, t.fts()) for t in tokens}
+        present = [t for t in tokens if df[t.text] > 0]
+        if not present:
+            return []
+        where, params = _filters(project, since_ms, session_id, path, kinds)
+        sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
+                  WHERE r.id IN (SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
+                  AND {where}"""
+        rows = store.rows(sql, [fts_or(present), SUMMARY_CANDIDATES] + params)
+    hits = _score(query, [run_from_row(r) for r in rows], tokens, present, df, counters)
+    return hits[: max(1, min(int(limit), MAX_LIMIT))]
+
+
+def _score(
+    query: str,
+    runs: list[RunInfo],
+    tokens: list[QueryToken],
+    present: list[QueryToken],
+    df: dict[str, int],
+    counters: dict[str, int],
+) -> list[RunHit]:
+    """BM25 plus phrase bonus over each run's summary text; newer runs win ties."""
+    n_docs = counters.get("run_docs", 0)
+    weights = {t.text: ranking.token_weight(t, df[t.text], n_docs) for t in tokens}
+    avg = counters.get("run_chars", 0) / n_docs if n_docs else 1.0
+    phrases = ranking.query_phrases(normalize(query), weights)
+    scored = []
+    for run in runs:
+        score = ranking.score_text(normalize(fields_search_text(run.fields)), present, weights, phrases, avg)
+        if score > 0:
+            scored.append(RunHit(run, score))
+    scored.sort(key=lambda h: (h.score, h.run.start_ts, h.run.id), reverse=True)
+    return scored

@@ -1,0 +1,225 @@
+"""Runs: boundaries, status, summary fields with their entry ids, incremental building on the write path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import PI_DATA
+from pi_memory import Archive
+from pi_memory.runs import RunInfo
+from pi_memory.summary import RunMessage, clip_sentences, command_paths, compose_line, segment
+
+VUE = "01a2364c-1ceb-71c5-bb77-67f902437018"  # pi 0.73.1 vue-reactive-zh
+COMPACTION = "01a23641-d2b6-75f5-bc3b-b9a1fddc9155"  # pi 0.73.1 cli-rpc-faux-compaction
+SSE = "01a2364c-47af-74be-8d7c-46780d07ec0e"  # pi 0.73.1 sse-stream-mixed
+LONG = "01a2364c-a7f6-75cb-ba8a-42838165f27d"  # pi 0.73.1 long-output-en
+
+
+def runs_of(archive: Archive, session: str) -> list[RunInfo]:
+    return list(reversed(archive.runs(session=session, limit=1000)))
+
+
+def roles(archive: Archive, run: RunInfo) -> list[str]:
+    window = archive.read_address(run.address)
+    return [m.role for m in window.messages]  # type: ignore[union-attr]
+
+
+def entry_ids(path: Path) -> dict[str, dict[str, Any]]:
+    """pi entry id -> the entry, read straight from the fixture file."""
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        data = json.loads(line)
+        out[data["id"]] = data
+    return out
+
+
+def test_every_message_belongs_to_exactly_one_run(imported: Archive) -> None:
+    total = imported.store.scalar("SELECT count(*) FROM msg")
+    in_runs = imported.store.scalar("SELECT count(DISTINCT msg_id) FROM run_msg")
+    assert total == in_runs == 160
+
+
+def test_runs_start_at_user_messages_and_hold_the_turn(imported: Archive) -> None:
+    runs = runs_of(imported, VUE)
+    assert [r.messages for r in runs] == [8, 6, 9]
+    assert roles(imported, runs[0]) == ["user"] + ["assistant", "tool_result"] * 3 + ["assistant"]
+    assert [r.status for r in runs] == ["ok", "ok", "ok"]
+    assert [(r.tool_calls, r.tool_errors) for r in runs] == [(3, 0), (2, 1), (3, 1)]
+
+
+def test_a_bang_command_stays_in_the_run_it_follows(imported: Archive) -> None:
+    last = runs_of(imported, VUE)[-1]
+    assert roles(imported, last)[-1] == "bash"
+    commands = last.fields["commands"]
+    assert [(c["text"], c["exit"]) for c in commands] == [("ls -R src docs", 0)]
+
+
+def test_a_compaction_summary_after_a_reply_opens_the_next_run(imported: Archive) -> None:
+    runs = runs_of(imported, COMPACTION)
+    assert len(runs) == 3
+    assert roles(imported, runs[2])[:2] == ["summary", "user"]
+    assert runs[2].fields["goal"]["text"] == "after compaction"
+
+
+def test_branch_and_compaction_summaries_each_open_a_run_in_the_sse_session(imported: Archive) -> None:
+    runs = runs_of(imported, SSE)
+    assert [roles(imported, r)[0] for r in runs] == ["user", "user", "summary", "summary"]
+    assert roles(imported, runs[2])[-2:] == ["bash", "custom"]
+
+
+def test_an_error_reply_that_is_retried_counts_as_an_error_but_the_run_is_ok(imported: Archive) -> None:
+    first = runs_of(imported, SSE)[0]
+    assert first.status == "ok"
+    assert first.fields["errors"]["count"] == 1
+    assert "(1 error)" in first.summary
+
+
+def test_summary_fields_carry_the_entry_ids_they_came_from(imported: Archive) -> None:
+    entries = entry_ids(PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl")
+    first = runs_of(imported, VUE)[0]
+    goal = first.fields["goal"]
+    assert goal["text"].startswith("购物车角标的数量不更新")
+    assert entries[goal["entries"][0]]["message"]["role"] == "user"
+    outcome = first.fields["outcome"]
+    assert outcome["text"].startswith("已修复：`CartBadge.vue` 现在用 `toRefs(cart)` 解构")
+    assert entries[outcome["entries"][0]]["message"]["stopReason"] == "stop"
+    read = {f["text"]: f for f in first.fields["files_read"]}
+    assert set(read) == {"src/store/cart.js", "src/components/CartBadge.vue"}
+    call = entries[read["src/store/cart.js"]["entries"][0]]["message"]["content"]
+    assert any(b.get("arguments", {}).get("path") == "src/store/cart.js" for b in call)
+    assert [f["text"] for f in first.fields["files_changed"]] == ["src/components/CartBadge.vue"]
+
+
+def test_a_file_changed_three_times_lists_all_three_tool_calls(imported: Archive) -> None:
+    last = runs_of(imported, VUE)[-1]
+    changed = last.fields["files_changed"]
+    assert [f["text"] for f in changed] == ["docs/响应式说明.md"]
+    assert len(changed[0]["entries"]) == 3  # write, failed edit, edit
+    assert last.fields["errors"]["count"] == 1
+
+
+def test_bash_tool_commands_get_exit_codes_from_their_results(imported: Archive) -> None:
+    first = runs_of(imported, LONG)[0]
+    commands = first.fields["commands"]
+    assert [(c["text"], c["exit"]) for c in commands] == [("zcat logs/app.log.1.gz", 1)]
+    assert len(commands[0]["entries"]) == 2  # the call and its result
+    assert {f["text"] for f in first.fields["files_read"]} == {"logs/app.log.1.gz", "logs/app.log"}
+
+
+def test_summary_lines_are_short_navigation_lines(imported: Archive) -> None:
+    runs = imported.runs(limit=1000)
+    assert all(len(r.summary) <= 150 for r in runs)
+    with_outcome = [r for r in runs if r.fields.get("outcome") and r.fields.get("goal")]
+    long_enough = [r for r in with_outcome if len(r.summary) >= 50]
+    assert len(long_enough) >= len(with_outcome) * 2 // 3
+
+
+def test_runs_are_built_incrementally_as_a_session_file_grows(archive: Archive, tmp_path: Path) -> None:
+    source = (PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    growing = tmp_path / "growing.jsonl"
+    cut = next(i for i, line in enumerate(source) if '"stopReason":"toolUse"' in line)  # mid first turn
+    growing.write_text("".join(source[: cut + 1]), encoding="utf-8")
+    archive.import_paths([growing])
+    (first,) = runs_of(archive, VUE)
+    assert first.status == "open"
+    growing.write_text("".join(source), encoding="utf-8")
+    archive.import_paths([growing])
+    runs = runs_of(archive, VUE)
+    assert runs[0].id == first.id  # the open run was completed in place
+    assert [r.status for r in runs] == ["ok", "ok", "ok"]
+    assert [r.messages for r in runs] == [8, 6, 9]
+
+
+def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive: Archive, tmp_path: Path) -> None:
+    from pi_memory.ingest import message_from_entry, write_messages
+    from pi_memory.sources.pi import read_session_file
+    from pi_memory.store import SessionRow
+
+    parsed = read_session_file(PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl")
+    with archive.store.write():
+        archive.store.ensure_session(SessionRow(SSE, "pi", "/home/dev/chat-gateway", "chat-gateway", 0, 0))
+    statuses = []
+    for entry in parsed.messages:
+        m = message_from_entry(SSE, entry)
+        m.prepare()
+        write_messages(archive.store, SSE, [m])  # what live capture does, message by message
+        statuses.append(runs_of(archive, SSE)[-1].status)
+    assert "open" in statuses and statuses[-1] == "ok"
+    live = [(r.id, r.messages, r.status, r.tool_calls, r.tool_errors, r.summary) for r in runs_of(archive, SSE)]
+    archive.rebuild_runs()
+    rebuilt = [(r.id, r.messages, r.status, r.tool_calls, r.tool_errors, r.summary) for r in runs_of(archive, SSE)]
+    assert live == rebuilt
+    assert [x[1] for x in live] == [7, 7, 5, 3]
+
+
+def test_a_turn_without_a_reply_before_the_next_prompt_is_aborted() -> None:
+    msgs = [
+        RunMessage(1, "a", "user", "do it"),
+        RunMessage(2, "b", "assistant", "→ bash", {"tools": ["bash"], "stopReason": "toolUse"}),
+        RunMessage(3, "c", "user", "never mind"),
+        RunMessage(4, "d", "assistant", "ok", {"stopReason": "stop"}),
+    ]
+    from pi_memory.summary import run_status
+
+    runs = segment(msgs)
+    assert [[m.msg_id for m in r] for r in runs] == [[1, 2], [3, 4]]
+    assert run_status(runs[0], is_last=False) == "aborted"
+    assert run_status(runs[1], is_last=True) == "ok"
+    assert run_status(runs[0], is_last=True) == "open"
+
+
+def test_rebuild_keeps_run_ids_and_summaries(imported: Archive) -> None:
+    before = {r.id: (r.summary, r.messages) for r in imported.runs(limit=1000)}
+    assert imported.rebuild_runs() == len(before)
+    after = {r.id: (r.summary, r.messages) for r in imported.runs(limit=1000)}
+    assert after == before
+    assert imported.store.counters()["run_docs"] == len(after)
+
+
+def test_an_optional_summarizer_can_write_the_line_and_is_off_by_default(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory import runs as runs_module
+
+    assert runs_module.SUMMARIZER is None
+    seen: list[int] = []
+
+    def summarizer(messages: list[RunMessage], summary: object) -> str:
+        seen.append(len(messages))
+        if len(seen) == 2:
+            raise RuntimeError("model unavailable")
+        return "LLM line " * 30
+
+    monkeypatch.setattr(runs_module, "SUMMARIZER", summarizer)
+    archive.import_paths([PI_DATA / "pi-0.73.1-cache-index-zh-continue.jsonl"])
+    first, second = runs_of(archive, "01a2364c-6ad9-7626-8e7a-d5d6590121f3")
+    assert first.summary.startswith("LLM line") and len(first.summary) == 150
+    assert first.fields["line_by"] == "summarizer"
+    assert second.fields["line_by"] == "rules"  # the summarizer failed: the rule-based line stays
+
+
+def test_clip_sentences_keeps_whole_sentences() -> None:
+    text = "Why are requests slow? Look at logs/app.log. Then fix everything in the whole gateway please."
+    assert clip_sentences(text, 50) == "Why are requests slow? Look at logs/app.log."
+    assert clip_sentences("先查一下。然后修复所有的问题并且写一份很长很长的报告。", 10) == "先查一下。"
+
+
+def test_simple_bash_commands_name_their_files() -> None:
+    assert command_paths("cat .env") == ([".env"], [])
+    assert command_paths("grep -n 'ping' server/stream.js deploy/nginx.conf") == (
+        ["server/stream.js", "deploy/nginx.conf"],
+        [],
+    )
+    assert command_paths("echo hi > out.txt && rm -f old/a.log") == ([], ["out.txt", "old/a.log"])
+    assert command_paths("seq -f 'k%g' 1 2600") == ([], [])
+
+
+def test_compose_line_says_errors_and_status() -> None:
+    from pi_memory.summary import Field
+
+    line = compose_line(Field("Fix the build."), None, ["src/a.py"], 2, "aborted")
+    assert line == "Fix the build. [a.py] (2 errors, aborted)"
