@@ -21,7 +21,7 @@ import apsw
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .ingest import ImportReport, Importer
 from .search import Filters, Hit, Searcher
-from .sources.pi import default_sessions_dir
+from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
 
 READ_BEFORE, READ_AFTER = 4, 6
@@ -170,9 +170,14 @@ class Archive:
         *,
         force: bool = False,
         progress: Callable[[Path], None] | None = None,
+        agent: str | None = None,
     ) -> ImportReport:
-        targets = [Path(p).expanduser() for p in paths] if paths else [default_sessions_dir()]
-        return Importer(self.store).import_paths(targets, force=force, progress=progress)
+        """Import files or folders; with none, every agent's session folder that exists.
+
+        `agent` limits the default folders to one agent, and forces that parser on given paths.
+        """
+        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
+        return Importer(self.store).import_paths(targets, force=force, progress=progress, agent=agent)
 
     # --- search ----------------------------------------------------------------------
 
@@ -184,10 +189,13 @@ class Archive:
         since: str | int | None = None,
         session: str | None = None,
         roles: Iterable[str] = (),
+        agent: str | None = None,
     ) -> list[Hit]:
         since_ms = since if isinstance(since, int) else parse_since(since)
         session_id = self.resolve_session(session) if session else None
-        filters = Filters(project=project or None, since_ms=since_ms, session_id=session_id, roles=tuple(roles))
+        filters = Filters(
+            project=project or None, since_ms=since_ms, session_id=session_id, roles=tuple(roles), agent=agent or None
+        )
         return self.searcher.search(str(query), limit=limit, filters=filters)
 
     # --- read ------------------------------------------------------------------------
@@ -278,6 +286,19 @@ class Archive:
             roles=roles,
             path=str(self.store.path),
         )
+
+
+    # --- agents (Claude Code, Codex, pi) ----------------------------------------------
+
+    def session_roots(self, agent: str | None = None) -> list[Path]:
+        """The session folders `import` and `watch` read by default: those that exist."""
+        if agent is not None and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        roots = existing_roots(agent)
+        if not roots:
+            looked = ", ".join(str(p) for _a, p in session_roots(agent))
+            raise NotFound(f"no agent session folders found (looked in {looked})")
+        return roots
 
 
 def move_aside(db_path: Path) -> Path:

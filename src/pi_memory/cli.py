@@ -98,26 +98,28 @@ def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=None))
 
 
+AGENT_CHOICE = click.Choice(["pi", "claude", "codex"])
+
+
 @cli.command("import")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--agent", type=AGENT_CHOICE, help="Only this agent's folders (or: read the given paths as this agent's).")
 @click.option("--force", is_flag=True, help="Re-read files even if unchanged since the last import.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_pass_db
 @click.pass_context
-def import_cmd(ctx: click.Context, paths: tuple[Path, ...], force: bool, as_json: bool) -> None:
-    """Import session files or folders (default: the pi sessions folder)."""
+def import_cmd(ctx: click.Context, paths: tuple[Path, ...], agent: str | None, force: bool, as_json: bool) -> None:
+    """Import session files or folders (default: every pi, Claude Code and Codex folder that exists)."""
     with open_archive(ctx) as archive:
         from .ingest import discover
-        from .sources.pi import default_sessions_dir
 
-        targets = list(paths) or [default_sessions_dir()]
         try:
-            files = discover(targets)
+            files = discover(list(paths) or archive.session_roots(agent))
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None
         show_bar = sys.stderr.isatty() and not as_json and len(files) > 1
         with click.progressbar(length=len(files), label="importing", file=sys.stderr) if show_bar else _null_bar() as bar:
-            report = archive.import_paths(files, force=force, progress=lambda _p: bar.update(1))
+            report = archive.import_paths(files, force=force, progress=lambda _p: bar.update(1), agent=agent)
     if as_json:
         _emit_json(report.to_dict())
         return
@@ -154,15 +156,23 @@ class _null_bar:
 @click.option("--project", help="Only this project (name or cwd).")
 @click.option("--since", help="Only messages on or after this date (YYYY-MM-DD).")
 @click.option("--session", help="Only this session (id or 8+ char prefix).")
+@click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
 def search(
-    ctx: click.Context, query: str, limit: int, project: str | None, since: str | None, session: str | None, as_json: bool
+    ctx: click.Context,
+    query: str,
+    limit: int,
+    project: str | None,
+    since: str | None,
+    session: str | None,
+    agent: str | None,
+    as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
     with open_archive(ctx) as archive:
-        hits, took = timed(archive.search, query, limit=limit, project=project, since=since, session=session)
+        hits, took = timed(archive.search, query, limit=limit, project=project, since=since, session=session, agent=agent)
     if as_json:
         _emit_json({"query": query, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
     else:

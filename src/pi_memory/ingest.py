@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ArchiveError
-from .sources.pi import Entry, ParsedSession, project_of, read_session_file
+from .sources.pi import Entry, ParsedSession, project_of
+from .sources.readers import read_session_file
 from .store import NewEntry, NewMessage, SessionRow, Store
 
 BATCH = 200
@@ -98,7 +99,7 @@ def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
     times = [e.ts for e in parsed.entries if e.ts] or [h.started_at]
     return SessionRow(
         id=h.session_id,
-        agent="pi",
+        agent=h.agent,
         cwd=h.cwd,
         project=project_of(h.cwd),
         started_at=h.started_at or min(times),
@@ -113,7 +114,7 @@ class Importer:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def import_file(self, path: Path, force: bool = False) -> ImportReport:
+    def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = ImportReport(files=1)
         try:
             stat = path.stat()
@@ -125,7 +126,7 @@ class Importer:
             report.unchanged = 1
             return report
         try:
-            parsed = read_session_file(path)
+            parsed = read_session_file(path, agent)
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return report
@@ -167,11 +168,15 @@ class Importer:
         report.skipped += skipped
 
     def import_paths(
-        self, paths: Iterable[Path], force: bool = False, progress: Callable[[Path], None] | None = None
+        self,
+        paths: Iterable[Path],
+        force: bool = False,
+        progress: Callable[[Path], None] | None = None,
+        agent: str | None = None,
     ) -> ImportReport:
         report = ImportReport()
         for path in discover(paths):
-            report.merge(self.import_file(path, force=force))
+            report.merge(self.import_file(path, force=force, agent=agent))
             if progress:
                 progress(path)
         return report

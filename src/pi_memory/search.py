@@ -75,10 +75,11 @@ class Filters:
     since_ms: int | None = None
     session_id: str | None = None
     roles: tuple[str, ...] = ()
+    agent: str | None = None  # pi, claude, codex
 
     @property
     def active(self) -> bool:
-        return bool(self.project or self.since_ms or self.session_id or self.roles)
+        return bool(self.project or self.since_ms or self.session_id or self.roles or self.agent)
 
 
 @dataclass
@@ -268,6 +269,9 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
     if f.roles:
         clauses.append(f"m.role IN ({','.join('?' * len(f.roles))})")
         params += list(f.roles)
+    if f.agent:
+        clauses.append("s.agent = ?")
+        params.append(f.agent)
     return " AND ".join(clauses), params
 
 
