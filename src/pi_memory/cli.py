@@ -227,5 +227,20 @@ def check(ctx: click.Context) -> None:
     click.echo("ok")
 
 
+@cli.command()
+@_pass_db
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve session_search and session_read (and memory tools) to MCP clients over stdio."""
+    try:
+        from .mcp_server import serve_stdio
+    except ImportError:
+        raise click.ClickException("the MCP server needs the mcp extra: pip install 'pi-memory[mcp]'") from None
+    try:
+        serve_stdio((ctx.find_object(dict) or {}).get("db"))
+    except ArchiveError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
