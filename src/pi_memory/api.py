@@ -23,6 +23,7 @@ from .ingest import ImportReport, Importer
 from .search import Filters, Hit, Searcher
 from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
+from .tail import Follower
 
 READ_BEFORE, READ_AFTER = 4, 6
 READ_MAX_SIDE = 50
@@ -287,7 +288,6 @@ class Archive:
             path=str(self.store.path),
         )
 
-
     # --- agents (Claude Code, Codex, pi) ----------------------------------------------
 
     def session_roots(self, agent: str | None = None) -> list[Path]:
@@ -299,6 +299,10 @@ class Archive:
             looked = ", ".join(str(p) for _a, p in session_roots(agent))
             raise NotFound(f"no agent session folders found (looked in {looked})")
         return roots
+
+    def follower(self) -> Follower:
+        """Incremental reader of growing session files (what `watch` drives)."""
+        return Follower(self.store)
 
 
 def move_aside(db_path: Path) -> Path:

@@ -242,5 +242,21 @@ def mcp(ctx: click.Context) -> None:
         raise click.ClickException(str(exc)) from None
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--agent", type=AGENT_CHOICE, help="Only this agent's folders.")
+@_pass_db
+@click.pass_context
+def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> None:
+    """Follow session folders (default: every agent's) and archive new lines as they are written."""
+    try:
+        from .watch import watch as follow
+    except ImportError:
+        raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
+    with open_archive(ctx) as archive:
+        roots = list(paths) or archive.session_roots(agent)
+        follow(archive.follower(), roots, lambda line: click.echo(line, err=True))
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
