@@ -18,11 +18,13 @@ from typing import Any
 
 import apsw
 
+from . import retention
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .ingest import ImportReport, Importer
 from .search import Filters, Hit, Searcher
 from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
+from .retention import Advice
 from .tail import Follower
 
 READ_BEFORE, READ_AFTER = 4, 6
@@ -303,6 +305,10 @@ class Archive:
     def follower(self) -> Follower:
         """Incremental reader of growing session files (what `watch` drives)."""
         return Follower(self.store)
+
+    def doctor(self) -> Advice:
+        """Warnings about sessions an agent may delete before they are archived."""
+        return retention.doctor(self.store)
 
 
 def move_aside(db_path: Path) -> Path:

@@ -258,5 +258,26 @@ def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> Non
         follow(archive.follower(), roots, lambda line: click.echo(line, err=True))
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Warn about agent sessions that may be deleted before they are archived (Claude Code's cleanup)."""
+    with open_archive(ctx) as archive:
+        advice = archive.doctor()
+    if as_json:
+        _emit_json(advice.to_dict())
+        return
+    click.echo(f"Claude Code: {advice.files} session file(s), {advice.unarchived} not archived as they are now")
+    click.echo(f"  cleanupPeriodDays = {advice.cleanup_days}{' (default)' if advice.cleanup_is_default else ''}")
+    if advice.missing_sources:
+        click.echo(f"{advice.missing_sources} archived session(s) no longer have a source file (kept in the archive)")
+    for warning in advice.warnings:
+        click.echo(f"warning: {warning}")
+    if not advice.warnings:
+        click.echo("ok")
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
