@@ -170,3 +170,18 @@ def _migrate_v1_to_v3(raw: bytes) -> bytes:
             previous = data["id"]
         out.append(json.dumps(data, ensure_ascii=False).encode())
     return b"\n".join(out) + b"\n"
+
+
+def test_a_file_already_imported_is_taken_over_without_parsing_it_again(archive: Archive, tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_claude("u1", "user", "imported golf") + _claude("u22", "user", "imported hotel"))
+    archive.import_paths([path])
+    follower = Follower(archive.store, clock=FakeClock())
+    result = follower.sync(path)
+    assert result.added == 0 and result.duplicates == 0 and not result.reread  # adopted, not re-read
+    state = follower.state(str(path.resolve()))
+    assert state is not None and (state.offset, state.line_no) == (path.stat().st_size, 2)
+    with open(path, "ab") as fh:
+        fh.write(_claude("u333", "user", "appended india"))
+    assert follower.sync(path).added == 1
+    assert archive.stats().messages == 3

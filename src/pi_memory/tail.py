@@ -41,6 +41,12 @@ class FileState:
     line_no: int
     inode: int | None
     head: str | None
+    size: int = 0
+    mtime_ns: int = 0
+
+    def imported_as_is(self, st: os.stat_result) -> bool:
+        """`import` read this very file (same size and mtime) but kept no offset."""
+        return self.inode is None and (self.size, self.mtime_ns) == (st.st_size, st.st_mtime_ns)
 
 
 @dataclass
@@ -94,6 +100,8 @@ class Follower:
             return SyncResult(path)  # not even the first line is complete yet
         self.waiting.pop(key, None)
         state = self.state(key)
+        if state is not None and state.imported_as_is(st) and self._adopt(path, key, st, head, state):
+            return SyncResult(path, session_id=state.session_id)
         same = state is not None and state.inode == st.st_ino and state.head == head and st.st_size >= state.offset
         if same and state is not None and st.st_size == state.offset:
             return SyncResult(path, session_id=state.session_id)
@@ -141,6 +149,18 @@ class Follower:
         if result.held:
             self.waiting[key] = path
 
+    def _adopt(self, path: Path, key: str, st: os.stat_result, head: str, state: FileState) -> bool:
+        """Take over a file `import` already read whole: count its lines instead of parsing them again."""
+        line_no, last = 0, b"\n"
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                line_no += block.count(b"\n")
+                last = block[-1:]
+        if last != b"\n":
+            return False  # a partial last line: read it the ordinary way
+        self._remember(key, state.session_id, st, st.st_size, line_no, head, None)
+        return True
+
     def _rebuild(self, path: Path, state: FileState) -> Reader:
         """A reader that has seen the lines before the offset (after a restart), without writing them again."""
         reader = reader_for(path)
@@ -181,7 +201,8 @@ class Follower:
 
     def state(self, key: str) -> FileState | None:
         rows = self.store.rows(
-            "SELECT session_id, read_offset, line_no, inode, head_hash FROM source_file WHERE path = ?", (key,)
+            "SELECT session_id, read_offset, line_no, inode, head_hash, size, mtime_ns FROM source_file WHERE path = ?",
+            (key,),
         )
         return FileState(*rows[0]) if rows else None
 
