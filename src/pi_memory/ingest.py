@@ -213,6 +213,13 @@ def write_messages(
     return len(added_ids), skipped
 
 
+def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple[int, int]:
+    """Write what is new in a parsed file or chunk of one (`watch`'s path). Returns (added, duplicates)."""
+    report = ImportReport()
+    importer.write_session(parsed, path, report)
+    return report.added, report.skipped
+
+
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
 AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = []
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .ingest import FileError, Importer, ImportReport
+from .ingest import FileError, Importer, write_parsed
 from .sources.readers import Reader, open_tail, reader_for
 from .store import Store
 
@@ -138,9 +138,7 @@ class Follower:
         result.errors += [FileError(str(path), s.line_no, s.error) for s in parsed.skipped]
         session_id = parsed.header.session_id if parsed.header else None
         if parsed.header is not None and (parsed.entries or start == 0):
-            report = ImportReport()
-            self.importer.write_session(parsed, path, report)
-            result.added, result.duplicates = report.added, report.skipped
+            result.added, result.duplicates = write_parsed(self.importer, parsed, path)
         consumed = sum(len(line) + 1 for line in use)
         agent = parsed.header.agent if parsed.header else None
         self._remember(key, session_id, st, start + consumed, line_no + len(use), head, agent)
