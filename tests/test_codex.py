@@ -79,7 +79,9 @@ def test_event_messages_count_when_a_file_has_only_events() -> None:
 def test_a_subagent_thread_names_its_parent() -> None:
     parsed = read_session_file(CHILD)
     assert parsed.header is not None and parsed.header.parent_session == "22222222-2222-4222-8222-222222222222"
-    assert ("assistant", "The fixtures are fully synthetic.") in _texts(CHILD)
+    # the replayed parent lines (dated before the child's start) are not the child's messages
+    assert _texts(CHILD) == [("user", "Inspect fixtures."), ("assistant", "The fixtures are fully synthetic.")]
+    assert len(parsed.entries) == 4
 
 
 def test_legacy_bare_rollout_is_read_in_file_order() -> None:

@@ -4,8 +4,7 @@ Design idea: a rollout (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`) is a
 linear log of `{timestamp, type, payload}` lines (older files: a bare
 `{id, timestamp}` header, then bare Responses items). Every line becomes an
 `Entry` in a linear chain (Codex has no entry ids: the id is a hash of the
-line, so a forked rollout that replays its parent's lines byte for byte meets
-the parent's messages and adds nothing). Responses items are translated into
+line). Responses items are translated into
 pi's message shapes and rendered by the pi rules: a `function_call` is an
 assistant `→ name({...})`, its output (paired by `call_id`) a tool result that
 is indexed only when it failed, `compacted` is a summary. Reasoning is not
@@ -13,11 +12,13 @@ rendered (its `encrypted_content` is never shown; the verbatim copy keeps it).
 
 Messages come from `response_item`s; `event_msg` user/agent messages repeat
 them, but some files have only the events (an archived session, a sub-agent's
-own turn). So an event message counts unless its twin (same role and text) was
-already seen, and a response item is dropped when its twin event was already
-taken: each message is kept once, whichever of the two comes first, and the
-result does not depend on how the file was cut into chunks (the `CodexReader`
-carries the counts across the watcher's appends). Injected context blocks in
+own turn). So an event message counts unless its twin (same role and text)
+was already seen, and a response item is dropped when its twin event was
+already taken: each message is kept once, whichever of the two comes first,
+and the result does not depend on how the file was cut into chunks (the
+`CodexReader` carries the counts across the watcher's appends). A sub-agent or
+forked thread first replays its parent's lines, dated before its own start:
+they are kept verbatim, but as the parent's messages, not the thread's. Injected context blocks in
 user messages (`<environment_context>`, `# AGENTS.md instructions`,
 `<user_instructions>`) are not the user's words and are dropped.
 """
@@ -121,8 +122,14 @@ class CodexReader:
         sub = payload.get("type") if isinstance(payload.get("type"), str) else None
         entry = Entry(line_no, f"{kind}:{sub}" if sub else kind, entry_id, self.previous_id, ts, data, raw)
         self.previous_id = entry_id
-        entry.rendered = self._render(kind, payload, ts)
+        if not self._replayed(ts):
+            entry.rendered = self._render(kind, payload, ts)
         return entry
+
+    def _replayed(self, ts: int) -> bool:
+        """A sub-agent or forked thread starts by replaying its parent's lines, dated before its own start."""
+        h = self.header
+        return h is not None and h.parent_session is not None and 0 < ts < h.started_at
 
     def _render(self, kind: str, payload: dict[str, Any], ts: int) -> Rendered | None:
         if kind == "response_item":
