@@ -105,7 +105,7 @@ def test_memory_tools_get_their_schema_and_the_workspace_from_the_server(
 
     monkeypatch.chdir(tmp_path)
     result = anyio.run(go)
-    assert '"query": "tabs"' in _text(result)
+    assert _text(result) == '{"hits":[],"query":"tabs"}'
     assert seen == [{"query": "tabs", "cwd": str(tmp_path)}]
 
 

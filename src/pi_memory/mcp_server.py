@@ -142,7 +142,8 @@ def memory_tool(
         params.pop("session_id", None)
         with _tool_errors():
             result = handler(archive, params)
-        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        # compact JSON, as pi's bridge gives the model (the handlers budget their output in this form)
+        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, separators=(",", ":"))
 
     call.__signature__ = _signature(schema)  # type: ignore[attr-defined]
     call.__name__ = name
