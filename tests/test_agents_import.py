@@ -64,10 +64,13 @@ def test_a_forked_codex_thread_does_not_duplicate_its_replayed_parent_lines(arch
 
 def test_search_can_filter_by_agent(archive: Archive) -> None:
     archive.import_paths([CLAUDE_DATA, CODEX_DATA, DATA / "pi"])
-    assert archive.search("synthetic files alpha", agent="codex")
-    assert not archive.search("synthetic files alpha", agent="claude")
-    hits = archive.search("scheduled jobs cleanup reindex", agent="claude")
-    assert hits and all(h.session_id.startswith("55550000") for h in hits)
+    codex_session = "11111111-1111-4111-8111-111111111111"
+    assert codex_session in {h.session_id for h in archive.search("synthetic files alpha")}
+    for agent in ("claude", "codex", "pi"):
+        hits = archive.search("synthetic files alpha scheduled jobs", agent=agent)
+        assert {archive.session_info(h.session_id).agent for h in hits} <= {agent}
+    assert codex_session in {h.session_id for h in archive.search("synthetic files alpha", agent="codex")}
+    assert codex_session not in {h.session_id for h in archive.search("synthetic files alpha", agent="claude")}
 
 
 def test_successful_tool_output_is_stored_but_not_searchable(archive: Archive) -> None:

@@ -86,7 +86,7 @@ def test_memory_tools_get_their_schema_and_the_workspace_from_the_server(
 ) -> None:
     seen: list[dict[str, Any]] = []
 
-    def memory_search(_archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    def memory_probe(_archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         seen.append(params)
         return {"hits": [], "query": params.get("query")}
 
@@ -94,19 +94,29 @@ def test_memory_tools_get_their_schema_and_the_workspace_from_the_server(
         "description": "Search memories.",
         "parameters": {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}}},
     }
-    tool = memory_tool(archive, "memory_search", memory_search, spec)
+    tool = memory_tool(archive, "memory_probe", memory_probe, spec)
     assert tool.parameters == spec["parameters"] and tool.description == "Search memories."
     server = build_server(archive)
     server.add_tool(tool.fn, name=tool.name, description=tool.description)
 
     async def go() -> Any:
         async with Client(server) as client:
-            return await client.call_tool("memory_search", {"query": "tabs", "cwd": "/elsewhere"})
+            return await client.call_tool("memory_probe", {"query": "tabs", "cwd": "/elsewhere"})
 
     monkeypatch.chdir(tmp_path)
     result = anyio.run(go)
     assert _text(result) == '{"hits":[],"query":"tabs"}'
     assert seen == [{"query": "tabs", "cwd": str(tmp_path)}]
+
+
+def test_memory_tools_are_served_when_the_memory_module_exists(archive: Archive) -> None:
+    tools_module = pytest.importorskip("pi_memory.memory.tools")
+
+    async def go() -> set[str]:
+        async with Client(build_server(archive)) as client:
+            return {t.name for t in (await client.list_tools()).tools}
+
+    assert set(tools_module.MEMORY_TOOLS) <= anyio.run(go)
 
 
 def test_pi_memory_mcp_serves_session_search_over_stdio(db_path: Path) -> None:
