@@ -106,3 +106,24 @@ def test_an_explicit_file_is_sniffed_whatever_its_name(archive: Archive, tmp_pat
     assert archive.session_info("s1").agent == "claude"
     roles = [m.role for m in archive.read("s1", before=50).messages]
     assert roles.count("summary") == 1 and len(roles) == 11  # 12 lines, the boundary is not a message
+
+
+def test_sessions_lists_newest_first_and_filters_by_agent(archive: Archive) -> None:
+    archive.import_paths([CLAUDE_DATA, CODEX_DATA])
+    listed = archive.sessions(limit=100)
+    assert [s.last_at for s in listed] == sorted((s.last_at for s in listed), reverse=True)
+    assert {s.agent for s in listed} == {"claude", "codex"}
+    codex_only = archive.sessions(agent="codex")
+    assert codex_only and {s.agent for s in codex_only} == {"codex"}
+    child = next(s for s in listed if s.id.endswith("/agent-showcol2"))
+    assert child.parent_session == "55550000-0000-4000-8000-000000000001" and child.messages == 4
+
+
+def test_sessions_command_prints_one_line_per_session(db_path: Path) -> None:
+    runner = CliRunner()
+    runner.invoke(cli, ["import", str(CODEX_DATA)])
+    result = runner.invoke(cli, ["sessions", "--agent", "codex"])
+    assert result.exit_code == 0
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 6 and all("codex" in line for line in lines)
+    assert json.loads(runner.invoke(cli, ["sessions", "--json", "--limit", "2"]).stdout)[0]["agent"] == "codex"

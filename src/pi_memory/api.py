@@ -24,6 +24,7 @@ from .ingest import ImportReport, Importer
 from .search import Filters, Hit, Searcher
 from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
+from .catalog import SessionListing, list_sessions
 from .retention import Advice
 from .tail import Follower
 
@@ -309,6 +310,12 @@ class Archive:
     def doctor(self) -> Advice:
         """Warnings about sessions an agent may delete before they are archived."""
         return retention.doctor(self.store)
+
+    def sessions(self, agent: str | None = None, project: str | None = None, limit: int = 20) -> list[SessionListing]:
+        """Archived sessions, most recently active first."""
+        if agent is not None and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        return list_sessions(self.store, agent=agent, project=project, limit=limit)
 
 
 def move_aside(db_path: Path) -> Path:

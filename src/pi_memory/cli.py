@@ -279,5 +279,24 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         click.echo("ok")
 
 
+@cli.command()
+@click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
+@click.option("--project", help="Only this project (name or cwd).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def sessions(ctx: click.Context, agent: str | None, project: str | None, limit: int, as_json: bool) -> None:
+    """List archived sessions, most recently active first."""
+    from .catalog import format_listing
+
+    with open_archive(ctx) as archive:
+        found = archive.sessions(agent=agent, project=project, limit=limit)
+    if as_json:
+        _emit_json([s.to_dict() for s in found])
+    else:
+        click.echo(format_listing(found))
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
