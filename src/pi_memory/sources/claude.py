@@ -207,12 +207,13 @@ class ClaudeReader:
 
     def open_tail(self, lines: list[bytes]) -> int:
         """How many trailing lines may still grow into a longer message (one streamed assistant message)."""
-        keys = [_Line(0, _quiet_decode(raw), raw).group_key for raw in lines]
-        if not keys or keys[-1] is None:
-            return 0
+        last: str | None = None
         n = 0
-        while n < len(keys) and keys[-1 - n] == keys[-1]:
-            n += 1
+        for raw in reversed(lines):  # only the tail is decoded, however long the chunk
+            key = _Line(0, _quiet_decode(raw), raw).group_key
+            if key is None or (last is not None and key != last):
+                break
+            last, n = key, n + 1
         return n
 
 
