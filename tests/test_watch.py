@@ -91,8 +91,11 @@ def test_a_partial_last_line_is_taken_once_completed(
 ) -> None:
     line = _claude("u03", "user", "completed charlie", 3)
     _append(claude_file, line[:30])
-    _append(claude_file, _claude("u04", "user", "unrelated", 4)[:0])  # nothing: the half line stays half
-    assert not _until(lambda: _count(db_path, "completed charlie") > 0, 0.5)
+    # a line in another file, written after the half line: once it is archived, the watcher has seen both
+    other = claude_file.with_name("sess-watch-0002.jsonl")
+    other.write_bytes(_claude("o01", "user", "other file kilo", 1).replace(b"sess-watch-0001", b"sess-watch-0002"))
+    assert _until(lambda: _count(db_path, "other file kilo") == 1, APPEAR_S)
+    assert _count(db_path, "completed charlie") == 0  # the half line waits for its newline
     _append(claude_file, line[30:])
     assert _until(lambda: _count(db_path, "completed charlie") == 1, APPEAR_S)
     _append(claude_file, _claude("u05", "user", "after delta", 5))
