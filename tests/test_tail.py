@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from pi_memory import Archive
 from pi_memory.tail import Follower, complete_lines
@@ -185,3 +189,41 @@ def test_a_file_already_imported_is_taken_over_without_parsing_it_again(archive:
         fh.write(_claude("u333", "user", "appended india"))
     assert follower.sync(path).added == 1
     assert archive.stats().messages == 3
+
+
+def test_watch_falls_back_to_polling_when_native_watching_is_refused(
+    archive: Archive, tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """E.g. the per-user inotify instance limit is reached: watchdog's polling observer takes over."""
+    import pi_memory.watch as watch_module
+
+    class RefusingObserver(watch_module.Observer):  # type: ignore[misc,valid-type]
+        def start(self) -> None:
+            raise OSError(24, "inotify instance limit reached")
+
+    monkeypatch.setattr(watch_module, "Observer", RefusingObserver)
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    path = folder / "s.jsonl"
+    path.write_bytes(_claude("u1", "user", "before lima"))
+    said: list[str] = []
+    watcher = watch_module.Watcher(Follower(archive.store), [folder], said.append)
+
+    def append_then_stop() -> None:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(line.startswith("watching") for line in said):
+            time.sleep(0.01)  # the catch-up is over: what follows can only be seen by the observer
+        with open(path, "ab") as fh:
+            fh.write(_claude("u22", "user", "polled mike"))
+        with Archive.open(db_path) as other:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and not other.search("polled mike"):
+                time.sleep(0.05)
+        watcher.stop.set()
+
+    helper = threading.Thread(target=append_then_stop)
+    helper.start()
+    watcher.run()
+    helper.join()
+    assert any("polling every" in line for line in said)
+    assert _count(archive, "polled mike") == 1 and _count(archive, "before lima") == 1

@@ -18,6 +18,7 @@ from pi_memory import Archive
 APPEAR_S = 2.0  # the issue's promise: appended lines are searchable within 2 s
 START_S = 20.0  # a cold Python start on a busy machine
 V1 = Path(__file__).parent / "data" / "bad" / "pi-v1-legacy.jsonl"
+CODEX_DAY = Path(__file__).parent / "data" / "codex" / "daaain-claude-code-log" / "sessions" / "2026" / "01" / "02"
 
 
 def _claude(uuid: str, kind: str, content: object, second: int, msg_id: str | None = None) -> bytes:
@@ -68,7 +69,10 @@ def claude_file(isolated_home: Path) -> Path:
 def watcher(db_path: Path, claude_file: Path) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen([*python_cli(), "watch"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
-        assert _until(lambda: db_path.exists() and _count(db_path, "first alpha") == 1, START_S), "watch did not start"
+        started = _until(lambda: db_path.exists() and _count(db_path, "first alpha") == 1, START_S)
+        if not started:
+            proc.kill()
+            pytest.fail(f"watch did not start: {proc.stderr.read() if proc.stderr else ''}")
         yield proc
     finally:
         if proc.poll() is None:
@@ -162,6 +166,23 @@ def test_a_deleted_file_stays_in_the_archive_and_is_marked(
 
     assert _until(flagged, APPEAR_S)
     assert _count(db_path, "first alpha") == 1
+
+
+def test_an_agent_folder_created_after_the_start_is_followed(db_path: Path, isolated_home: Path) -> None:
+    """No folder exists at the start (a user service before any agent ran): watch waits for them."""
+    proc = subprocess.Popen([*python_cli(), "watch"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert "waiting for" in proc.stderr.readline()
+        day = isolated_home / ".codex" / "sessions" / "2026" / "01" / "02"
+        day.mkdir(parents=True)
+        rollout = next(CODEX_DAY.glob("*.jsonl"))
+        (day / rollout.name).write_bytes(rollout.read_bytes())
+        assert _until(lambda: db_path.exists() and _count(db_path, "synthetic files are alpha") == 1, APPEAR_S)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        proc.stderr.close()  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

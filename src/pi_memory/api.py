@@ -293,10 +293,12 @@ class Archive:
 
     # --- agents (Claude Code, Codex, pi) ----------------------------------------------
 
-    def session_roots(self, agent: str | None = None) -> list[Path]:
-        """The session folders `import` and `watch` read by default: those that exist."""
+    def session_roots(self, agent: str | None = None, existing: bool = True) -> list[Path]:
+        """The session folders `import` reads by default: those that exist (`watch` waits for the others)."""
         if agent is not None and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        if not existing:
+            return [p for _a, p in session_roots(agent)]
         roots = existing_roots(agent)
         if not roots:
             looked = ", ".join(str(p) for _a, p in session_roots(agent))

@@ -254,7 +254,7 @@ def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> Non
     except ImportError:
         raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
     with open_archive(ctx) as archive:
-        roots = list(paths) or archive.session_roots(agent)
+        roots = list(paths) or archive.session_roots(agent, existing=False)
         follow(archive.follower(), roots, lambda line: click.echo(line, err=True))
 
 
