@@ -175,3 +175,10 @@ def _line(kind: str, uuid: str, parent: str | None, message: dict[str, object]) 
             "message": message,
         }
     ).encode()
+
+
+def test_an_assistant_message_given_as_a_plain_string_is_its_text() -> None:
+    parsed = claude.parse_lines(
+        [_line("assistant", "a1", None, {"id": "m1", "role": "assistant", "content": "plain words"})]
+    )
+    assert [e.rendered.text for e in parsed.messages if e.rendered] == ["plain words"]

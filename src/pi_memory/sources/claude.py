@@ -181,7 +181,7 @@ class ClaudeReader:
         first = group[0]
         blocks: list[Any] = []
         for d in group:
-            for block in d.message.get("content") or []:
+            for block in _blocks(d.message.get("content")):
                 if block not in blocks:  # some versions repeat earlier blocks on later lines
                     blocks.append(block)
         for block in blocks:
@@ -225,6 +225,12 @@ def combine_results(parts: list[Rendered]) -> Rendered | None:
     lead = failed[0] if failed else parts[0]
     meta = dict(lead.meta, tools=[p.meta.get("tool") for p in parts])
     return Rendered(lead.role, "\n".join(p.text for p in failed or parts), lead.ts, bool(failed), meta)
+
+
+def _blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    return content if isinstance(content, list) else []
 
 
 def _pi_block(block: Any) -> Any:
