@@ -135,3 +135,8 @@ def test_pi_memory_mcp_serves_session_search_over_stdio(db_path: Path) -> None:
     text = _text(anyio.run(go))
     assert text.startswith(EVIDENCE_HEADER)
     assert "session=44444444-4444-4444-8444-444444444444" in text
+
+
+def test_an_unknown_agent_is_a_clear_tool_error(archive: Archive) -> None:
+    result = _call(archive, "session_search", {"query": "x", "agent": "gpt"})
+    assert result.is_error and "unknown agent 'gpt'" in _text(result)

@@ -197,6 +197,8 @@ class Archive:
     ) -> list[Hit]:
         since_ms = since if isinstance(since, int) else parse_since(since)
         session_id = self.resolve_session(session) if session else None
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         filters = Filters(
             project=project or None, since_ms=since_ms, session_id=session_id, roles=tuple(roles), agent=agent or None
         )
