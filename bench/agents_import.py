@@ -57,7 +57,9 @@ def main(copies: int) -> None:
                 start = time.perf_counter()
                 report = archive.import_paths([root / agent], agent=agent)
                 took = time.perf_counter() - start
-                print(f"{agent}: {report.files} files, {report.added} messages in {took:.2f} s: {report.added / took:,.0f} msg/s")
+                print(
+                    f"{agent}: {report.files} files, {report.added} messages in {took:.2f} s: {report.added / took:,.0f} msg/s"
+                )
 
 
 if __name__ == "__main__":

@@ -47,7 +47,9 @@ def main(n: int) -> None:
         session.write_bytes(line(0))
         db = home / "archive.db"
         env = dict(os.environ, PI_MEMORY_DB=str(db), CLAUDE_CONFIG_DIR=str(home / "claude"))
-        proc = subprocess.Popen([sys.executable, "-m", "pi_memory", "watch", "--agent", "claude"], env=env, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pi_memory", "watch", "--agent", "claude"], env=env, stderr=subprocess.DEVNULL
+        )
         try:
             while not db.exists():
                 time.sleep(0.05)
