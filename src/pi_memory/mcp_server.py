@@ -37,6 +37,7 @@ from pydantic import Field
 from . import format as fmt
 from .api import READ_AFTER, READ_BEFORE, Archive
 from .errors import ArchiveError
+from .search import Hit
 
 SEARCH_LIMIT, SEARCH_MAX = 10, 20
 READ_MAX_SIDE = 20
@@ -82,9 +83,10 @@ def session_search_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
         agent: Annotated[str | None, Field(description="Only sessions of this agent: pi, claude or codex")] = None,
     ) -> str:
         with _tool_errors():
-            hits = archive.search(
+            found = archive.search(
                 query, limit=_clamp(limit, SEARCH_LIMIT, 1, SEARCH_MAX), project=project, since=since, agent=agent
             )
+            hits = [h for h in found if isinstance(h, Hit)]  # message hits (the default, content scope)
             return fmt.format_search(hits, query, evidence=True)
 
     return session_search
