@@ -18,6 +18,8 @@ from typing import Any
 
 import apsw
 
+from . import retention
+from .catalog import SessionListing, list_sessions
 from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .forget import ForgetPlan, plan_target
@@ -25,11 +27,13 @@ from .ingest import Importer, ImportReport
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
+from .retention import Advice
 from .runs import RunInfo, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
 from .search import Filters, Hit, Searcher
-from .sources.pi import default_sessions_dir
+from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
+from .tail import Follower
 
 READ_BEFORE, READ_AFTER = 4, 6
 READ_MAX_SIDE = 50
@@ -180,11 +184,16 @@ class Archive:
         force: bool = False,
         progress: Callable[[Path], None] | None = None,
         include_forgotten: bool = False,
+        agent: str | None = None,
     ) -> ImportReport:
-        targets = [Path(p).expanduser() for p in paths] if paths else [default_sessions_dir()]
+        """Import files or folders; with none, every agent's session folder that exists.
+
+        `agent` limits the default folders to one agent, and forces that parser on given paths.
+        """
+        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
         importer = Importer(self.store, include_forgotten=include_forgotten)
         # bringing forgotten messages back means reading files that have not changed since
-        return importer.import_paths(targets, force=force or include_forgotten, progress=progress)
+        return importer.import_paths(targets, force=force or include_forgotten, progress=progress, agent=agent)
 
     # --- search ----------------------------------------------------------------------
 
@@ -199,8 +208,11 @@ class Archive:
         scope: str = "content",
         kinds: Iterable[str] = (),
         path: str | None = None,
+        agent: str | None = None,
     ) -> list[Hit] | list[RunHit]:
         """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only."""
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         if scope == "summary":
             return self.search_runs(
                 query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds
@@ -216,6 +228,7 @@ class Archive:
             roles=tuple(roles),
             kinds=check_kinds(tuple(kinds)),
             path=path or None,
+            agent=agent or None,
         )
         return self.searcher.search(str(query), limit=limit, filters=filters)
 
@@ -474,6 +487,34 @@ class Archive:
         from .forget import execute
 
         return execute(self.store, self.plan_forget(target))
+
+    # --- agents (Claude Code, Codex, pi) ----------------------------------------------
+
+    def session_roots(self, agent: str | None = None, existing: bool = True) -> list[Path]:
+        """The session folders `import` reads by default: those that exist (`watch` waits for the others)."""
+        if agent is not None and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        if not existing:
+            return [p for _a, p in session_roots(agent)]
+        roots = existing_roots(agent)
+        if not roots:
+            looked = ", ".join(str(p) for _a, p in session_roots(agent))
+            raise NotFound(f"no agent session folders found (looked in {looked})")
+        return roots
+
+    def follower(self) -> Follower:
+        """Incremental reader of growing session files (what `watch` drives)."""
+        return Follower(self.store)
+
+    def doctor(self) -> Advice:
+        """Warnings about sessions an agent may delete before they are archived."""
+        return retention.doctor(self.store)
+
+    def sessions(self, agent: str | None = None, project: str | None = None, limit: int = 20) -> list[SessionListing]:
+        """Archived sessions, most recently active first."""
+        if agent is not None and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        return list_sessions(self.store, agent=agent, project=project, limit=limit)
 
 
 def move_aside(db_path: Path) -> Path:

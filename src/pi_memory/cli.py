@@ -100,24 +100,33 @@ def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, ensure_ascii=False, indent=None))
 
 
+AGENT_CHOICE = click.Choice(["pi", "claude", "codex"])
+
+
 @cli.command("import")
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option(
+    "--agent", type=AGENT_CHOICE, help="Only this agent's folders (or: read the given paths as this agent's)."
+)
 @click.option("--force", is_flag=True, help="Re-read files even if unchanged since the last import.")
 @click.option("--include-forgotten", is_flag=True, help="Bring back what `forget` removed, if the files have it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @_pass_db
 @click.pass_context
 def import_cmd(
-    ctx: click.Context, paths: tuple[Path, ...], force: bool, include_forgotten: bool, as_json: bool
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    agent: str | None,
+    force: bool,
+    include_forgotten: bool,
+    as_json: bool,
 ) -> None:
-    """Import session files or folders (default: the pi sessions folder)."""
+    """Import session files or folders (default: every pi, Claude Code and Codex folder that exists)."""
     with open_archive(ctx) as archive:
         from .ingest import discover
-        from .sources.pi import default_sessions_dir
 
-        targets = list(paths) or [default_sessions_dir()]
         try:
-            files = discover(targets)
+            files = discover(list(paths) or archive.session_roots(agent))
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None
         show_bar = sys.stderr.isatty() and not as_json and len(files) > 1
@@ -125,7 +134,11 @@ def import_cmd(
             click.progressbar(length=len(files), label="importing", file=sys.stderr) if show_bar else _null_bar() as bar
         ):
             report = archive.import_paths(
-                files, force=force, progress=lambda _p: bar.update(1), include_forgotten=include_forgotten
+                files,
+                force=force,
+                progress=lambda _p: bar.update(1),
+                include_forgotten=include_forgotten,
+                agent=agent,
             )
     if as_json:
         _emit_json(report.to_dict())
@@ -172,6 +185,7 @@ class _null_bar:
 )
 @click.option("--kind", "kinds", multiple=True, help="Only user, assistant, tool_call, tool_error or summary messages.")
 @click.option("--path", help="Only messages (or runs) that read or changed this file.")
+@click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
@@ -185,6 +199,7 @@ def search(
     scope: str,
     kinds: tuple[str, ...],
     path: str | None,
+    agent: str | None,
     as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
@@ -199,6 +214,7 @@ def search(
             scope=scope,
             kinds=kinds,
             path=path,
+            agent=agent,
         )
     if as_json:
         _emit_json({"query": query, "scope": scope, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
@@ -389,6 +405,77 @@ def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
         _emit_json(done.to_dict())
     else:
         click.echo(f"forgot {done.describe()}; a re-import will not bring it back (unless --include-forgotten)")
+
+
+@cli.command()
+@_pass_db
+@click.pass_context
+def mcp(ctx: click.Context) -> None:
+    """Serve session_search and session_read (and memory tools) to MCP clients over stdio."""
+    try:
+        from .mcp_server import serve_stdio
+    except ImportError:
+        raise click.ClickException("the MCP server needs the mcp extra: pip install 'pi-memory[mcp]'") from None
+    try:
+        serve_stdio((ctx.find_object(dict) or {}).get("db"))
+    except ArchiveError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--agent", type=AGENT_CHOICE, help="Only this agent's folders.")
+@_pass_db
+@click.pass_context
+def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> None:
+    """Follow session folders (default: every agent's) and archive new lines as they are written."""
+    try:
+        from .watch import watch as follow
+    except ImportError:
+        raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
+    with open_archive(ctx) as archive:
+        roots = list(paths) or archive.session_roots(agent, existing=False)
+        follow(archive.follower(), roots, lambda line: click.echo(line, err=True))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Warn about agent sessions that may be deleted before they are archived (Claude Code's cleanup)."""
+    with open_archive(ctx) as archive:
+        advice = archive.doctor()
+    if as_json:
+        _emit_json(advice.to_dict())
+        return
+    click.echo(f"Claude Code: {advice.files} session file(s), {advice.unarchived} not archived as they are now")
+    click.echo(f"  cleanupPeriodDays = {advice.cleanup_days}{' (default)' if advice.cleanup_is_default else ''}")
+    if advice.missing_sources:
+        click.echo(f"{advice.missing_sources} archived session(s) no longer have a source file (kept in the archive)")
+    for warning in advice.warnings:
+        click.echo(f"warning: {warning}")
+    if not advice.warnings:
+        click.echo("ok")
+
+
+@cli.command()
+@click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
+@click.option("--project", help="Only this project (name or cwd).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@_pass_db
+@click.pass_context
+def sessions(ctx: click.Context, agent: str | None, project: str | None, limit: int, as_json: bool) -> None:
+    """List archived sessions, most recently active first."""
+    from .catalog import format_listing
+
+    with open_archive(ctx) as archive:
+        found = archive.sessions(agent=agent, project=project, limit=limit)
+    if as_json:
+        _emit_json([s.to_dict() for s in found])
+    else:
+        click.echo(format_listing(found))
 
 
 def main() -> None:

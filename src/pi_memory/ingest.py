@@ -18,7 +18,8 @@ from typing import Any
 
 from . import forget, runs
 from .errors import ArchiveError
-from .sources.pi import Entry, ParsedSession, project_of, read_session_file
+from .sources.pi import Entry, ParsedSession, project_of
+from .sources.readers import read_session_file
 from .store import NewEntry, NewMessage, SessionRow, Store
 
 BATCH = 200
@@ -102,7 +103,7 @@ def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
     times = [e.ts for e in parsed.entries if e.ts] or [h.started_at]
     return SessionRow(
         id=h.session_id,
-        agent="pi",
+        agent=h.agent,
         cwd=h.cwd,
         project=project_of(h.cwd),
         started_at=h.started_at or min(times),
@@ -205,12 +206,12 @@ class Importer:
         self._pending: list[SessionWrite] = []
         self._pending_messages = 0
 
-    def import_file(self, path: Path, force: bool = False) -> ImportReport:
-        report = self._read_file(path, force)
+    def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
+        report = self._read_file(path, force, agent)
         self.flush(report)
         return report
 
-    def _read_file(self, path: Path, force: bool) -> ImportReport:
+    def _read_file(self, path: Path, force: bool, agent: str | None = None) -> ImportReport:
         report = ImportReport(files=1)
         try:
             stat = path.stat()
@@ -222,7 +223,7 @@ class Importer:
             report.unchanged = 1
             return report
         try:
-            parsed = read_session_file(path)
+            parsed = read_session_file(path, agent)
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return report
@@ -286,17 +287,31 @@ class Importer:
         self._pending, self._pending_messages = [], 0
 
     def import_paths(
-        self, paths: Iterable[Path], force: bool = False, progress: Callable[[Path], None] | None = None
+        self,
+        paths: Iterable[Path],
+        force: bool = False,
+        progress: Callable[[Path], None] | None = None,
+        agent: str | None = None,
     ) -> ImportReport:
         report = ImportReport()
         for path in discover(paths):
-            report.merge(self._read_file(path, force))
+            report.merge(self._read_file(path, force, agent))
             if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
                 self.flush(report)
             if progress:
                 progress(path)
         self.flush(report)
         return report
+
+
+def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple[int, int]:
+    """Write what is new in a parsed file or chunk of one (`watch`'s path). Returns (added, duplicates)."""
+    report = ImportReport()
+    unit = importer.plan_session(parsed, path, report)
+    if unit is None:
+        return 0, report.skipped
+    added, skipped = write_sessions(importer.store, [unit])
+    return added, report.skipped + skipped
 
 
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.

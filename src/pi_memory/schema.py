@@ -223,6 +223,21 @@ MIGRATIONS: list[tuple[str, str]] = [
         INSERT INTO counter VALUES ('run_docs', 0), ('run_chars', 0);
         """,
     ),
+    (
+        "m005_watch",
+        # `watch` follows session files by byte offset: where it stopped (after the
+        # last complete line), the line number there, and what identifies the file
+        # (inode, hash of its first line) so a rewrite or replacement is noticed.
+        # A session whose file disappeared keeps everything and is flagged.
+        """
+        ALTER TABLE source_file ADD COLUMN read_offset INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE source_file ADD COLUMN line_no INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE source_file ADD COLUMN inode INTEGER;
+        ALTER TABLE source_file ADD COLUMN head_hash TEXT;
+        ALTER TABLE source_file ADD COLUMN agent TEXT;
+        ALTER TABLE session ADD COLUMN source_missing INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

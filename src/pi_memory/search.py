@@ -77,10 +77,13 @@ class Filters:
     roles: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()  # user, assistant, tool_call, tool_error, summary (see runsearch)
     path: str | None = None  # messages that read or changed this file
+    agent: str | None = None  # pi, claude, codex
 
     @property
     def active(self) -> bool:
-        return bool(self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path)
+        return bool(
+            self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path or self.agent
+        )
 
 
 @dataclass
@@ -277,6 +280,9 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
         sql, path_params = runsearch.path_sql_for_messages(f.path)
         clauses.append(sql)
         params += path_params
+    if f.agent:
+        clauses.append("s.agent = ?")
+        params.append(f.agent)
     return " AND ".join(clauses), params
 
 

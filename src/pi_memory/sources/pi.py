@@ -34,6 +34,7 @@ class Header:
     started_at: int  # unix ms
     version: int
     parent_session: str | None = None
+    agent: str = "pi"  # which agent wrote the file: pi, claude, codex
 
 
 @dataclass
