@@ -217,5 +217,16 @@ def check(ctx: click.Context) -> None:
     click.echo("ok")
 
 
+@cli.command()
+@_pass_db
+@click.pass_context
+def bridge(ctx: click.Context) -> None:
+    """Serve the archive to the pi extension: one JSON request per line on stdin, one response per line on stdout."""
+    from .bridge import serve
+
+    db = (ctx.find_object(dict) or {}).get("db")
+    sys.exit(serve(db, sys.stdin.buffer.raw, sys.stdout.buffer))
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
