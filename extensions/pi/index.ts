@@ -56,6 +56,11 @@ class Bridge {
 
   constructor(readonly command: string[]) {}
 
+  /** When a dead bridge may be started again (0 while it is alive). */
+  get restartBlockedUntil(): number {
+    return this.alive ? 0 : this.retryAt;
+  }
+
   private start(): void {
     const [cmd, ...args] = this.command;
     this.buf = "";
@@ -240,6 +245,7 @@ class WriteQueue {
   async drain(timeoutMs = DRAIN_TIMEOUT_MS): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (this.items.length && Date.now() < deadline) {
+      if (this.bridge.restartBlockedUntil > deadline) return false; // down, no restart before the deadline
       const timeout = new Promise((r) => setTimeout(r, Math.min(250, deadline - Date.now())));
       await Promise.race([this.pump(), timeout]);
       if (this.items.length && !this.pumping) await timeout;
@@ -277,14 +283,14 @@ export default function (pi: ExtensionAPI) {
   const warnOnce = (why: string) => {
     if (warned || !ctxRef) return;
     warned = true;
+    const text =
+      `pi-memory: live archiving failed (${why}). pi keeps working; unsaved messages are retried, ` +
+      "and `/recall import` (or `pi-memory import`) fills any gap from the session file.";
     try {
-      ctxRef.ui.notify(
-        `pi-memory: live archiving failed (${why}). pi keeps working; unsaved messages are retried, ` +
-          "and `/recall import` (or `pi-memory import`) fills any gap from the session file.",
-        "warning",
-      );
+      if (ctxRef.hasUI) ctxRef.ui.notify(text, "warning");
+      else process.stderr.write(text + "\n"); // print / json modes have no UI to notify
     } catch {
-      /* no UI: nothing to tell */
+      /* nowhere to tell */
     }
   };
   bridge.onFailure = warnOnce;
@@ -451,7 +457,9 @@ export default function (pi: ExtensionAPI) {
       if (offset !== null) say(ctx, `pi-memory: imported ${files}/${r.total_files} files, ${added} new messages…`);
       await new Promise((r) => setImmediate(r)); // let pi breathe between batches
     }
-    say(ctx, `pi-memory: import done: ${files} files, ${added} new messages${errors ? `, ${errors} bad lines skipped` : ""}`);
+    const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
+    const bad = errors ? `, ${plural(errors, "bad line")} skipped` : "";
+    say(ctx, `pi-memory: import done: ${plural(files, "file")}, ${plural(added, "new message")}${bad}`);
   };
 
   const recallSearch = async (ctx: any, query: string) => {

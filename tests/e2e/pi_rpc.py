@@ -25,6 +25,8 @@ class PiRpc:
         self.n = 0
         self.q: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.notifications: list[str] = []
+        self.selects: list[dict[str, Any]] = []  # select dialogs shown; each is answered with its first option
+        self.lock = threading.Lock()
         self.events: list[dict[str, Any]] = []
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -44,15 +46,24 @@ class PiRpc:
                 continue
             if ev.get("type") == "extension_ui_request" and ev.get("method") == "notify":
                 self.notifications.append(str(ev.get("message", "")))
+            if ev.get("type") == "extension_ui_request" and ev.get("method") == "select":
+                self.selects.append(ev)
+                options = ev.get("options") or []
+                answer = {"value": options[0]} if options else {"cancelled": True}
+                self._write({"type": "extension_ui_response", "id": ev.get("id"), **answer})
             self.q.put(ev)
         self.q.put(None)
 
-    def send(self, obj: dict[str, Any]) -> str:
+    def _write(self, obj: dict[str, Any]) -> None:
         assert self.p.stdin
+        with self.lock:
+            self.p.stdin.write(json.dumps(obj).encode("utf-8") + b"\n")
+            self.p.stdin.flush()
+
+    def send(self, obj: dict[str, Any]) -> str:
         self.n += 1
         rid = f"r{self.n}"
-        self.p.stdin.write(json.dumps({"id": rid, **obj}).encode("utf-8") + b"\n")
-        self.p.stdin.flush()
+        self._write({"id": rid, **obj})
         return rid
 
     def next_event(self, timeout: float) -> dict[str, Any] | None:
@@ -79,32 +90,34 @@ class PiRpc:
 
     def prompt(self, message: str, expect_run: bool = True, timeout: float = 60) -> None:
         rid = self.send({"type": "prompt", "message": message})
-        responded = finished = False
+        state = {"responded": False, "finished": False}
         deadline = time.time() + timeout
         while time.time() < deadline:
-            ev = self.next_event(timeout=self.QUIET if finished else 1)
+            ev = self.next_event(timeout=self.QUIET if state["finished"] else 1)
             if ev is None:
-                if finished and responded:
-                    return
+                if state["finished"] and state["responded"]:
+                    return  # pi 0.x: quiet after agent_end, no auto-retry pending
                 continue
-            t = ev.get("type")
-            if t == "response" and ev.get("id") == rid:
-                if not ev.get("success"):
-                    raise RuntimeError(f"prompt failed: {ev}")
-                responded = True
-                if not expect_run or (ev.get("data") or {}).get("disposition") == "handled":
-                    return
-                if finished and self.settles:
-                    return
-            elif t == "agent_settled":
-                finished = True
-                if responded:
-                    return
-            elif t == "agent_end" and not self.settles:
-                finished = True
-            elif t in ("agent_start", "auto_retry_start"):
-                finished = False
+            if self._prompt_done(ev, rid, expect_run, state):
+                return
         raise RuntimeError(f"timeout waiting for prompt {message!r}")
+
+    def _prompt_done(self, ev: dict[str, Any], rid: str, expect_run: bool, state: dict[str, bool]) -> bool:
+        t = ev.get("type")
+        if t == "response" and ev.get("id") == rid:
+            if not ev.get("success"):
+                raise RuntimeError(f"prompt failed: {ev}")
+            state["responded"] = True
+            handled = (ev.get("data") or {}).get("disposition") == "handled"
+            return not expect_run or handled or (state["finished"] and self.settles)
+        if t == "agent_settled":
+            state["finished"] = True
+            return state["responded"]
+        if t == "agent_end" and not self.settles:
+            state["finished"] = True
+        elif t in ("agent_start", "auto_retry_start"):
+            state["finished"] = False
+        return False
 
     def command(self, text: str) -> None:
         """An extension command (`/name args`); returns when pi has handled it."""

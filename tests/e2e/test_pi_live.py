@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import python_cli
 from pi_install import InstallUnavailable, PiInstall, ensure_pi
 from pi_rpc import PiRpc
 
+from conftest import python_cli
 from pi_memory import Archive
 from pi_memory.sources.pi import read_session_file
 
@@ -190,10 +190,14 @@ def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model
     first.request({"type": "bash", "command": "echo from-user-bash"})
     first.request({"type": "set_session_name", "name": "修复 SSE 断流"})
     first.command("/recall stats")
+    first.command("/recall proxy_buffering")  # the pick list is answered with its first entry
+    wait_for(lambda: any(n.startswith("[archived history") for n in first.notifications))
     assert first.close() == 0
 
     resumed = world.rpc(shop, "-c")
     resumed.prompt("turn four, resumed with -c")
+    resumed.command("/recall import")  # batches over the agent's sessions folder, with progress
+    wait_for(lambda: any("import done" in n for n in resumed.notifications))
     assert resumed.close() == 0
 
     # two pi processes writing to the archive at the same time
@@ -228,7 +232,15 @@ def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model
     # /recall stats told the user, and nothing went wrong on the way
     stats_note = next(n for n in first.notifications if n.startswith("archive "))
     assert "messages " in stats_note and "sessions " in stats_note
-    assert not [n for n in first.notifications + resumed.notifications if "pi-memory" in n], world.stderr()
+    # /recall <keywords>: a pick list of hits; the chosen one opens its session window
+    (pick,) = first.selects
+    assert pick["title"] == "recall: proxy_buffering" and "proxy_buffering" in pick["options"][0]
+    window = next(n for n in first.notifications if n.startswith("[archived history"))
+    assert f"session {shop_id[:8]}" in window and "proxy_buffering" in window
+    done = next(n for n in resumed.notifications if "import done" in n)
+    assert done.startswith("pi-memory: import done: 1 file, ")
+    problems = [n for n in first.notifications + resumed.notifications if "failed" in n]
+    assert not problems, world.stderr()
 
 
 def bridge_pid(pi_pid: int) -> int:
