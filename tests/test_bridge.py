@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from conftest import python_cli
-from pi_memory.bridge import MAX_REQUEST_BYTES, METHODS, serve
+from pi_memory.bridge import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
 
 
 def run(db: Path, *requests: Any, raw: bytes = b"", limit: int = MAX_REQUEST_BYTES) -> list[dict[str, Any]]:
@@ -131,3 +132,25 @@ def test_import_reports_batches_until_next_offset_is_null(db_path: Path, tmp_pat
     assert (out[0]["result"]["total_files"], out[0]["result"]["next_offset"]) == (3, 2)
     assert out[1]["result"]["next_offset"] is None
     assert out[0]["result"]["added"] + out[1]["result"]["added"] > 0
+
+
+def test_line_reader_is_idle_only_when_no_request_is_waiting() -> None:
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd, "rb", buffering=0) as r, os.fdopen(write_fd, "wb", buffering=0) as w:
+        reader = LineReader(r)
+        assert reader.idle(0.01)
+        w.write(b'{"id": 1}\n{"id": 2}\n')
+        assert not reader.idle(0.01)
+        assert reader.readline() == b'{"id": 1}\n'
+        assert not reader.idle(0.01)  # the second line is already in our buffer, invisible to select
+        assert reader.readline() == b'{"id": 2}\n'
+        assert reader.idle(0.01)
+
+
+def test_line_reader_skips_an_oversize_line_and_keeps_the_lines_after_it() -> None:
+    stream = io.BytesIO(b"x" * 1000 + b"\n" + b"y" * 50 + b"\n" + b"tail-without-newline")
+    reader = LineReader(stream, limit=100)
+    assert reader.readline() is TOO_LARGE
+    assert reader.readline() == b"y" * 50 + b"\n"
+    assert reader.readline() == b"tail-without-newline"
+    assert reader.readline() is None

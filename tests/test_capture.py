@@ -141,3 +141,13 @@ def test_import_slice_walks_a_folder_in_batches(archive: Archive) -> None:
         batches += 1
     assert (seen, batches) == (3, 2)
     assert archive.stats().sessions == 3
+
+
+def test_a_forked_session_backfill_does_not_copy_messages_archived_under_the_first_session(archive: Archive) -> None:
+    sid = live_replay(archive, RPC_COMPACTION)
+    entries = lines(RPC_COMPACTION)[1:]
+    archive.backfill(sid, entries)
+    before = archive.stats().messages
+    report = archive.backfill("fork-of-" + sid, entries)  # pi's fork writes the same entries, same ids
+    assert report.added == 0
+    assert archive.stats().messages == before

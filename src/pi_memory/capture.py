@@ -213,7 +213,8 @@ class LiveCapture:
     def _state(self, m: NewMessage) -> str:
         found = self.store.message_by_hash(m.session_id, m.hash)
         if found is None:
-            return "missing"
+            # a fork copies entries under their ids: archived once, under the session that wrote them
+            return "present" if self.store.copied_from_elsewhere(m.entry_id, m.hash) else "missing"
         return "unkeyed" if found[1] is None and m.entry_id else "present"
 
     def _adopt_twin(self, m: NewMessage) -> bool:
