@@ -225,7 +225,8 @@ def bridge(ctx: click.Context) -> None:
     from .bridge import serve
 
     db = (ctx.find_object(dict) or {}).get("db")
-    sys.exit(serve(db, sys.stdin.buffer.raw, sys.stdout.buffer))
+    stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # unbuffered: the bridge selects on it
+    sys.exit(serve(db, stdin, sys.stdout.buffer))
 
 
 def main() -> None:

@@ -245,6 +245,13 @@ def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model
 
 def bridge_pid(pi_pid: int) -> int:
     """The `pi_memory bridge` child of a pi process."""
+    pid = bridge_pid_or_none(pi_pid)
+    if pid is None:
+        raise AssertionError(f"pi {pi_pid} has no bridge child")
+    return pid
+
+
+def bridge_pid_or_none(pi_pid: int) -> int | None:
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -254,9 +261,9 @@ def bridge_pid(pi_pid: int) -> int:
         except OSError:
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pi_pid and b"pi_memory" in cmdline:
+        if ppid == pi_pid and b"pi_memory" in cmdline and (proc / "stat").read_text().split(")")[1].split()[0] != "Z":
             return int(proc.name)
-    raise AssertionError(f"pi {pi_pid} has no bridge child")
+    return None
 
 
 def wait_for(predicate: Any, timeout: float = 10) -> None:
@@ -302,3 +309,23 @@ def test_a_killed_bridge_never_stops_pi_tells_the_user_once_and_import_fills_the
     done = subprocess.run([*python_cli(), "import", str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert archived(world.db, session_id) == expected
+
+
+def test_writes_queued_while_the_bridge_is_down_are_retried_in_order_after_a_restart(world: World) -> None:
+    shop = world.project("shop")
+    rpc = world.rpc(shop)
+    rpc.prompt("turn one: why does the SSE stream stall behind nginx?")
+    (path,) = world.session_files()
+    session_id, _ = file_messages(path)
+    wait_for(lambda: len(archived(world.db, session_id)) == len(file_messages(path)[1]))
+    first_bridge = bridge_pid(rpc.pid)
+
+    os.kill(first_bridge, signal.SIGKILL)
+    rpc.prompt("turn three after the kill")  # its messages queue up while no bridge runs
+    rpc.prompt("turn four, the bridge is back")
+    wait_for(lambda: bridge_pid_or_none(rpc.pid) not in (None, first_bridge))  # a fresh bridge took over
+    assert rpc.close() == 0
+
+    _, expected = file_messages(path)
+    assert archived(world.db, session_id) == expected  # no import needed: the queue was replayed
+    assert len([n for n in rpc.notifications if "pi-memory" in n]) == 1
