@@ -18,7 +18,9 @@ import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 import { spawn, type ChildProcess } from "node:child_process";
 
-const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 4000;
+// above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
+const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 8000;
+const START_WAIT_MS = 3000; // session_start waits at most this long for the bridge to answer
 const IMPORT_TIMEOUT_MS = 300_000;
 const DRAIN_TIMEOUT_MS = 3000;
 const BACKFILL_CHUNK = 50; // entries per backfill request
@@ -47,6 +49,7 @@ class Bridge {
   private buf = "";
   private stderrTail = "";
   private pending = new Map<number, Pending>();
+  private longCalls = 0; // an import batch in flight: requests behind it are slow, not hung
   private nextId = 1;
   private retryAt = 0;
   private backoffMs = 500;
@@ -113,6 +116,7 @@ class Bridge {
       p.reject(new BridgeError(why, "bridge_down"));
     }
     this.pending.clear();
+    this.longCalls = 0;
     this.onFailure(why); // the host says it once per session
   }
 
@@ -151,12 +155,22 @@ class Bridge {
     const id = this.nextId++;
     const line = JSON.stringify({ id, method, params }) + "\n";
     return new Promise((resolve, reject) => {
+      const long = timeoutMs > TIMEOUT_MS;
+      if (long) this.longCalls++;
       const timer = setTimeout(() => {
         this.pending.delete(id);
+        if (long) this.longCalls--;
         reject(new BridgeError(`no answer to ${method} within ${timeoutMs} ms`, "timeout"));
-        this.child?.kill("SIGKILL"); // hung: the next request starts a fresh one
+        if (!this.longCalls) this.child?.kill("SIGKILL"); // hung: the next request starts a fresh one
       }, timeoutMs);
-      this.pending.set(id, { resolve, reject, timer });
+      const done = () => {
+        if (long) this.longCalls--;
+      };
+      this.pending.set(id, {
+        resolve: (v: any) => (done(), resolve(v)),
+        reject: (e: Error) => (done(), reject(e)),
+        timer,
+      });
       try {
         this.child!.stdin!.write(line);
       } catch (e: any) {
@@ -343,7 +357,7 @@ export default function (pi: ExtensionAPI) {
         write("session_start", { cwd: sm.getCwd?.() ?? ctx.cwd, name: lastName ?? null });
       });
     // wait briefly so a missing bridge is reported now, but never hold pi's start for long
-    await Promise.race([registered, new Promise((r) => setTimeout(r, TIMEOUT_MS).unref())]);
+    await Promise.race([registered, new Promise((r) => setTimeout(r, START_WAIT_MS).unref())]);
     const branch: any[] = sm.getBranch();
     // reload / resume / fork, and `pi -c` (reason "startup" with history): the branch may hold
     // messages this process never saw at message_end

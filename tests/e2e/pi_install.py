@@ -77,3 +77,20 @@ def ensure_pi(version: str) -> PiInstall:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise InstallUnavailable(f"npm install of pi {version} failed: {' | '.join(tail)}")
     return install
+
+
+def ensure_typescript() -> Path:
+    """`tsc` (TypeScript 5 with Node 20 types) in the cache, for type-checking the extension."""
+    root = CACHE / "tools"
+    tsc = root / "node_modules" / ".bin" / "tsc"
+    if tsc.exists() and (root / "node_modules" / "@types" / "node").exists():
+        return tsc
+    npm = shutil.which("npm")
+    if not npm:
+        raise InstallUnavailable("npm is not installed: cannot install TypeScript")
+    root.mkdir(parents=True, exist_ok=True)
+    cmd = [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", "typescript@5", "@types/node@20"]
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0 or not tsc.exists():
+        raise InstallUnavailable(f"npm install of typescript failed: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    return tsc

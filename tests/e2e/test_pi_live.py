@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pi_install import InstallUnavailable, PiInstall, ensure_pi
+from pi_install import InstallUnavailable, PiInstall, ensure_pi, ensure_typescript
 from pi_rpc import PiRpc
 
 from conftest import python_cli
@@ -329,3 +329,40 @@ def test_writes_queued_while_the_bridge_is_down_are_retried_in_order_after_a_res
     _, expected = file_messages(path)
     assert archived(world.db, session_id) == expected  # no import needed: the queue was replayed
     assert len([n for n in rpc.notifications if "pi-memory" in n]) == 1
+
+
+def test_the_extension_type_checks_against_the_pi_api(pi: PiInstall, tmp_path: Path) -> None:
+    """Strict `tsc --noEmit` of extensions/pi/index.ts against the installed pi's own type declarations."""
+    try:
+        tsc = ensure_typescript()
+    except InstallUnavailable as exc:
+        pytest.skip(str(exc))
+    modules = pi.root / "node_modules"
+    package = "@mariozechner/pi-coding-agent" if pi.major == 0 else "@earendil-works/pi-coding-agent"
+    typebox = next((modules / "typebox").glob("build/index.d.*ts"), None)
+    if typebox is None:
+        pytest.skip(f"pi {pi.version} ships no typebox declarations")
+    config = {
+        "compilerOptions": {
+            "target": "ES2022",
+            "module": "NodeNext",
+            "moduleResolution": "NodeNext",
+            "strict": True,
+            "noEmit": True,
+            "skipLibCheck": True,
+            "types": ["node"],
+            "typeRoots": [str(tsc.parent.parent / "@types")],
+            "baseUrl": str(tmp_path),
+            "paths": {
+                "@mariozechner/pi-coding-agent": [str(modules / package / "dist" / "index.d.ts")],
+                "typebox": [str(typebox)],
+                "*": [str(modules / "*")],
+            },
+        },
+        "files": [str(EXTENSION)],
+    }
+    (tmp_path / "tsconfig.json").write_text(json.dumps(config), encoding="utf-8")
+    done = subprocess.run(
+        [str(tsc), "-p", str(tmp_path / "tsconfig.json")], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
