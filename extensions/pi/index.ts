@@ -24,8 +24,8 @@ const START_WAIT_MS = 3000; // session_start waits at most this long for the bri
 const IMPORT_TIMEOUT_MS = 300_000;
 const DRAIN_TIMEOUT_MS = 3000;
 const BACKFILL_CHUNK = 50; // entries per backfill request
-const MAX_ATTEMPTS = 5; // a write that keeps failing is dropped; `pi-memory import` fills the gap
-const MAX_QUEUE = 20_000;
+const MAX_ATTEMPTS = 5; // a write the bridge keeps refusing is dropped; `pi-memory import` fills the gap
+const MAX_QUEUE = 5_000; // writes kept while the bridge is down; older ones are left to `import`
 const NON_RETRYABLE = new Set(["bad_params", "bad_input", "too_large", "unknown_method", "parse_error", "invalid_request"]);
 const SINGLETON = Symbol.for("pi-memory.bridge");
 
@@ -232,7 +232,8 @@ class WriteQueue {
         await this.bridge.call(head.method, head.params);
         this.items.shift();
       } catch (e: any) {
-        head.attempts++;
+        // a dead bridge is not the write's fault: it waits (in order) for the restart
+        if (e?.code !== "bridge_down") head.attempts++;
         if (NON_RETRYABLE.has(e?.code) || head.attempts >= MAX_ATTEMPTS) {
           this.items.shift(); // cannot succeed: `pi-memory import` of the session file fills the gap
           this.dropped++;
