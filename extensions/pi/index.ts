@@ -451,9 +451,10 @@ export default function (pi: ExtensionAPI) {
 
   const say = (ctx: any, text: string, kind: "info" | "warning" | "error" = "info") => {
     try {
-      ctx.ui.notify(text, kind);
+      if (ctx.hasUI) ctx.ui.notify(text, kind);
+      else process.stderr.write(text + "\n"); // print / json modes: stdout belongs to pi
     } catch {
-      /* no UI */
+      /* nowhere to tell */
     }
   };
 
