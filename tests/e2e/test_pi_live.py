@@ -94,6 +94,7 @@ class World:
         self.agent_dir = Path(os.environ["PI_CODING_AGENT_DIR"])
         self.db = Path(os.environ["PI_MEMORY_DB"])
         self.log = open(tmp_path / "pi-stderr.log", "w", encoding="utf-8")  # noqa: SIM115
+        self.started: list[subprocess.Popen[bytes]] = []
         self.agent_dir.mkdir(parents=True, exist_ok=True)
         settings = {"compaction": {"keepRecentTokens": 120}, "retry": {"baseDelayMs": 100}}  # small enough to compact
         (self.agent_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
@@ -134,11 +135,26 @@ class World:
 
     def rpc(self, cwd: Path, *args: str, env: dict[str, str] | None = None) -> PiRpc:
         cmd = [*self.base_cmd(), "--mode", "rpc", *args]
-        return PiRpc(cmd, cwd, env or self.env, self.log, settles=self.pi.major >= 1)
+        rpc = PiRpc(cmd, cwd, env or self.env, self.log, settles=self.pi.major >= 1)
+        self.started.append(rpc.p)
+        return rpc
 
     def print_mode(self, cwd: Path, prompt: str) -> subprocess.Popen[bytes]:
         cmd = [*self.base_cmd(), "-p", prompt]
-        return subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log)
+        proc = subprocess.Popen(cmd, cwd=cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        """After a failed test: no pi (and so no bridge, which exits on EOF) outlives it."""
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+            for pipe in (proc.stdin, proc.stdout):
+                if pipe:
+                    pipe.close()
+        self.log.close()
 
     def session_files(self) -> list[Path]:
         return sorted((self.agent_dir / "sessions").rglob("*.jsonl"))
@@ -152,7 +168,7 @@ class World:
 def world(pi: PiInstall, isolated_home: Path, tmp_path: Path) -> Iterator[World]:
     w = World(pi, isolated_home, tmp_path)
     yield w
-    w.log.close()
+    w.stop_all()
 
 
 def file_messages(path: Path) -> tuple[str, list[tuple[str, str, str | None]]]:
