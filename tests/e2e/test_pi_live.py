@@ -382,3 +382,19 @@ def test_the_extension_type_checks_against_the_pi_api(pi: PiInstall, tmp_path: P
         [str(tsc), "-p", str(tmp_path / "tsconfig.json")], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_documented_pi_install_command_sets_the_extension_up(world: World) -> None:
+    """`pi install <repo>/extensions/pi` (README), then a plain pi run archives its session."""
+    blog = world.project("blog")
+    installed = subprocess.run(
+        [str(world.pi.pi), "install", str(EXTENSION.parent)], env=world.env, capture_output=True, text=True, timeout=120
+    )
+    assert installed.returncode == 0, installed.stderr
+    cmd = [str(world.pi.pi), "-e", str(HERE / "faux-provider.ts"), "--model", "faux/faux-1", "-nc", "-ns", "-np"]
+    run = subprocess.run([*cmd, "-p", "parallel blog: go"], cwd=blog, env=world.env, capture_output=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    (path,) = world.session_files()
+    session_id, expected = file_messages(path)
+    assert len(expected) == 4  # user, assistant tool call, tool result, final answer
+    assert archived(world.db, session_id) == expected
