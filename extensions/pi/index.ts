@@ -70,7 +70,9 @@ class Bridge {
     this.stderrTail = "";
     let child: ChildProcess;
     try {
-      child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env });
+      // detached: its own process group, so a Ctrl+C meant for pi never reaches the bridge;
+      // it still ends with pi, on EOF of its stdin
+      child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"], env: process.env, detached: true });
     } catch (e: any) {
       this.died(this.describeSpawnError(e));
       return;

@@ -385,6 +385,8 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
                 continue
             stdout.write(encode(response))
             stdout.flush()
+    except BrokenPipeError:
+        return 0  # the host is gone: nobody is left to answer
     finally:
         if archive is not None:
             archive.close()
