@@ -151,3 +151,12 @@ def test_a_forked_session_backfill_does_not_copy_messages_archived_under_the_fir
     report = archive.backfill("fork-of-" + sid, entries)  # pi's fork writes the same entries, same ids
     assert report.added == 0
     assert archive.stats().messages == before
+
+
+def test_a_bulk_import_checkpoints_as_it_goes_even_when_live_writes_defer_checkpoints(archive: Archive) -> None:
+    archive.store.defer_checkpoints()
+    with archive.store.checkpointing():
+        assert archive.store.scalar("PRAGMA wal_autocheckpoint") == 1000
+    assert archive.store.scalar("PRAGMA wal_autocheckpoint") == 0
+    archive.import_slice([PI_DATA / "agent-dir"], 0, limit=10)
+    assert archive.store.scalar("PRAGMA wal_autocheckpoint") == 0

@@ -258,6 +258,7 @@ def import_slice(importer: Importer, targets: list[Path], offset: int, limit: in
     offset = max(0, int(offset))
     limit = max(1, int(limit))
     chunk = files[offset : offset + limit]
-    report = importer.import_paths(chunk) if chunk else ImportReport()
+    with importer.store.checkpointing():  # a bulk write: the WAL must not grow until the next idle moment
+        report = importer.import_paths(chunk) if chunk else ImportReport()
     end = offset + len(chunk)
     return ImportSlice(report, len(files), offset, end if end < len(files) else None)

@@ -354,9 +354,24 @@ class Store:
         if raw is not None:
             self.conn.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
 
+    checkpoints_deferred = False
+
     def defer_checkpoints(self) -> None:
         """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.checkpoints_deferred = True
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """SQLite's own checkpoints for a bulk write, so the WAL stays small even on a deferring connection."""
+        if not self.checkpoints_deferred:
+            yield
+            return
+        self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+        try:
+            yield
+        finally:
+            self.conn.execute("PRAGMA wal_autocheckpoint=0")
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database without waiting for readers or writers."""
