@@ -12,7 +12,8 @@ One kind of message has no common key: pi stamps a `custom_message` entry with
 the time it is persisted, not the time the message was made. For that case
 `backfill` finds the live twin (same role and text, no entry id, close in time)
 and re-keys it to the file's identity, so a later `pi-memory import` of the
-file does not add it a second time.
+file does not add it a second time. It keeps its live time, the moment it was
+made: pi may stamp the entry after the next message was already made.
 """
 
 from __future__ import annotations
@@ -225,7 +226,7 @@ class LiveCapture:
         if twin is None:
             return False
         with self.store.write():
-            self.store.rekey_message(twin, m.hash, m.ts, m.entry_id, m.parent_id, m.raw)
+            self.store.rekey_message(twin, m.hash, m.entry_id, m.parent_id, m.raw)
         return True
 
     def set_session_name(self, session_id: str, name: str | None) -> None:

@@ -342,15 +342,16 @@ class Store:
         )
         return int(rows[0][0]) if rows else None
 
-    def rekey_message(
-        self, msg_id: int, hash_: str, ts: int, entry_id: str | None, parent_id: str | None, raw: bytes | None
-    ) -> None:
-        """Give a live message the identity (hash, time, ids, verbatim line) of its session-file entry."""
+    def rekey_message(self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None) -> None:
+        """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
+
+        Its time stays the live one: the moment the message was made, which orders it truly
+        (the file stamps the entry when it is written, possibly after the next message was made).
+        """
         self.conn.execute(
-            "UPDATE msg SET hash=?, ts=?, entry_id=?, parent_id=? WHERE id=?", (hash_, ts, entry_id, parent_id, msg_id)
+            "UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id)
         )
-        params: tuple[Any, ...] = ("msg:" + hash_, entry_id, ts, msg_id)
-        self.conn.execute("UPDATE entry SET entry_key=?, entry_id=?, ts=? WHERE msg_id=?", params)
+        self.conn.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
         if raw is not None:
             self.conn.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
 

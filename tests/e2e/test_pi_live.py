@@ -200,6 +200,7 @@ def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model
     first = world.rpc(shop)
     first.prompt("turn one: why does the SSE stream stall behind nginx?")
     first.prompt("turn two: 上次那个 proxy_buffering 问题 is what?")
+    first.command("/e2e-note written while idle")
     first.command("/e2e-reload")
     first.prompt("turn three after the reload")
     first.request({"type": "compact"})
@@ -234,7 +235,9 @@ def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model
     assert stats.messages == total and stats.sessions == 3
     assert info.name == "修复 SSE 断流" and info.project == "shop"
     roles = {role for role, _text, _id in shop_messages}
-    assert {"user", "assistant", "tool_result", "tool_error", "bash", "summary"} <= roles
+    assert {"user", "assistant", "tool_result", "tool_error", "bash", "summary", "custom"} <= roles
+    customs = [text for role, text, _id in shop_messages if role == "custom"]
+    assert customs == ["记忆提示 e2e hint for turn one: nginx buffering", "idle note: written while idle"]
 
     # turn 2: the model's session_search found the answer given in turn 1
     turn_one_msg = next(i for i, (role, text, _id) in enumerate(shop_messages) if text == TURN_ONE_ANSWER)
