@@ -154,3 +154,16 @@ def test_line_reader_skips_an_oversize_line_and_keeps_the_lines_after_it() -> No
     assert reader.readline() == b"y" * 50 + b"\n"
     assert reader.readline() == b"tail-without-newline"
     assert reader.readline() is None
+
+
+def test_a_damaged_archive_is_replaced_and_the_first_session_start_says_so(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    db_path.write_bytes(b"this is not a database" * 100)
+    out = run(
+        db_path,
+        {"id": 1, "method": "session_start", "params": {"session_id": "s1", "cwd": "/p"}},
+        {"id": 2, "method": "session_start", "params": {"session_id": "s2", "cwd": "/p"}},
+    )
+    assert out[0]["result"]["recovered_from"] == str(db_path) + ".corrupt"
+    assert out[1]["result"]["recovered_from"] is None
+    assert (db_path.parent / (db_path.name + ".corrupt")).exists()

@@ -313,6 +313,15 @@ export default function (pi: ExtensionAPI) {
   bridge.onFailure = warnOnce;
   queue.onFailure = warnOnce;
 
+  const say = (ctx: any, text: string, kind: "info" | "warning" | "error" = "info") => {
+    try {
+      if (ctx.hasUI) ctx.ui.notify(text, kind);
+      else process.stderr.write(text + "\n"); // print / json modes: stdout belongs to pi
+    } catch {
+      /* nowhere to tell */
+    }
+  };
+
   const write = (method: string, params: Record<string, unknown>) => {
     if (sessionId) queue.push(method, { session_id: sessionId, ...params });
   };
@@ -354,6 +363,11 @@ export default function (pi: ExtensionAPI) {
         name: lastName ?? null,
         started_at: header?.timestamp ?? null,
         source_path: sm.getSessionFile?.() ?? null,
+      })
+      .then((r: any) => {
+        if (r?.recovered_from) {
+          say(ctx, `pi-memory: the archive was damaged; it was moved to ${r.recovered_from} and a fresh one was created. Run /recall import to fill it again.`, "warning");
+        }
       })
       .catch((e: any) => {
         warnOnce(e?.message ?? String(e)); // e.g. Python or the package missing: say so at start
@@ -450,15 +464,6 @@ export default function (pi: ExtensionAPI) {
   } as any);
 
   // --- /recall for people ------------------------------------------------------------------
-
-  const say = (ctx: any, text: string, kind: "info" | "warning" | "error" = "info") => {
-    try {
-      if (ctx.hasUI) ctx.ui.notify(text, kind);
-      else process.stderr.write(text + "\n"); // print / json modes: stdout belongs to pi
-    } catch {
-      /* nowhere to tell */
-    }
-  };
 
   const recallImport = async (ctx: any) => {
     let offset: number | null = 0;

@@ -129,7 +129,9 @@ def session_start(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         started_at=params.get("started_at") if isinstance(params.get("started_at"), (int, str)) else None,
         source_path=opt_str(params, "source_path"),
     )
-    return {"session_id": sid}
+    # a damaged archive was moved aside at open: the first session to start tells the user, once
+    recovered, archive.recovered_from = archive.recovered_from, None
+    return {"session_id": sid, "recovered_from": str(recovered) if recovered else None}
 
 
 @method("capture")
