@@ -24,6 +24,7 @@ const START_WAIT_MS = 3000; // session_start waits at most this long for the bri
 const IMPORT_TIMEOUT_MS = 300_000;
 const DRAIN_TIMEOUT_MS = 3000;
 const BACKFILL_CHUNK = 50; // entries per backfill request
+const BACKFILL_BYTES = 2 * 1024 * 1024; // and bytes: the bridge refuses requests over 8 MB
 const MAX_ATTEMPTS = 5; // a write the bridge keeps refusing is dropped; `pi-memory import` fills the gap
 const MAX_QUEUE = 5_000; // writes kept while the bridge is down; older ones are left to `import`
 const NON_RETRYABLE = new Set(["bad_params", "bad_input", "too_large", "unknown_method", "parse_error", "invalid_request"]);
@@ -326,8 +327,22 @@ export default function (pi: ExtensionAPI) {
     if (sessionId) queue.push(method, { session_id: sessionId, ...params });
   };
 
+  /** Entries in requests of at most BACKFILL_CHUNK entries and BACKFILL_BYTES (one huge entry goes alone). */
   const backfill = (entries: any[]) => {
-    for (let i = 0; i < entries.length; i += BACKFILL_CHUNK) write("backfill", { entries: plain(entries.slice(i, i + BACKFILL_CHUNK)) });
+    let chunk: any[] = [];
+    let bytes = 0;
+    for (const entry of entries) {
+      const text = JSON.stringify(entry ?? null);
+      const size = Buffer.byteLength(text);
+      if (chunk.length && (chunk.length >= BACKFILL_CHUNK || bytes + size > BACKFILL_BYTES)) {
+        write("backfill", { entries: chunk });
+        chunk = [];
+        bytes = 0;
+      }
+      chunk.push(JSON.parse(text));
+      bytes += size;
+    }
+    if (chunk.length) write("backfill", { entries: chunk });
   };
 
   /** The part of the active branch not sent yet (all of it after a tree navigation). */
