@@ -342,7 +342,9 @@ class Store:
         )
         return int(rows[0][0]) if rows else None
 
-    def rekey_message(self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None) -> None:
+    def rekey_message(
+        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
+    ) -> None:
         """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
 
         Its time stays the live one: the moment the message was made, which orders it truly
