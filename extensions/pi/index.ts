@@ -371,22 +371,23 @@ export default function (pi: ExtensionAPI) {
     lastName = sm.getSessionName?.();
     lastSynced = undefined;
     const header = sm.getHeader?.();
+    const session = {
+      cwd: sm.getCwd?.() ?? ctx.cwd,
+      name: lastName ?? null,
+      started_at: header?.timestamp ?? null,
+      source_path: sm.getSessionFile?.() ?? null,
+    };
     const registered = bridge
-      .call("session_start", {
-        session_id: sessionId,
-        cwd: sm.getCwd?.() ?? ctx.cwd,
-        name: lastName ?? null,
-        started_at: header?.timestamp ?? null,
-        source_path: sm.getSessionFile?.() ?? null,
-      })
+      .call("session_start", { session_id: sessionId, ...session })
       .then((r: any) => {
         if (r?.recovered_from) {
-          say(ctx, `pi-memory: the archive was damaged; it was moved to ${r.recovered_from} and a fresh one was created. Run /recall import to fill it again.`, "warning");
+          const note = `pi-memory: the archive was damaged; it was moved to ${r.recovered_from} and a fresh one was created.`;
+          say(ctx, `${note} Run /recall import to fill it again.`, "warning");
         }
       })
       .catch((e: any) => {
         warnOnce(e?.message ?? String(e)); // e.g. Python or the package missing: say so at start
-        write("session_start", { cwd: sm.getCwd?.() ?? ctx.cwd, name: lastName ?? null });
+        write("session_start", session); // registered later, in order with the messages
       });
     // wait briefly so a missing bridge is reported now, but never hold pi's start for long
     await Promise.race([registered, new Promise((r) => setTimeout(r, START_WAIT_MS).unref())]);
