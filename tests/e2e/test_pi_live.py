@@ -401,3 +401,17 @@ def test_the_documented_pi_install_command_sets_the_extension_up(world: World) -
     session_id, expected = file_messages(path)
     assert len(expected) == 4  # user, assistant tool call, tool result, final answer
     assert archived(world.db, session_id) == expected
+
+
+def test_a_missing_package_is_reported_once_at_session_start_and_pi_still_works(world: World) -> None:
+    env = dict(world.env, PI_MEMORY_BRIDGE=f"{sys.executable} -m pi_memory_not_installed bridge")
+    rpc = world.rpc(world.project("shop"), env=env)
+    rpc.request({"type": "get_state"})  # pi is up; the notice came with the session start, before any prompt
+    wait_for(lambda: any("pi-memory" in n for n in rpc.notifications), timeout=20)
+    rpc.prompt("turn three: answer without an archive")
+    rpc.prompt("turn four: and again")
+    assert rpc.close() == 0
+    warnings = [n for n in rpc.notifications if "pi-memory" in n]
+    assert len(warnings) == 1 and "No module named pi_memory_not_installed" in warnings[0]
+    (path,) = world.session_files()
+    assert "After reload: still here." in [text for _r, text, _i in file_messages(path)[1]]
