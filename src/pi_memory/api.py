@@ -19,6 +19,7 @@ from typing import Any
 import apsw
 
 from . import retention
+from .capture import BackfillReport, ImportSlice, LiveCapture, import_slice
 from .catalog import SessionListing, list_sessions
 from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
@@ -515,6 +516,46 @@ class Archive:
         if agent is not None and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         return list_sessions(self.store, agent=agent, project=project, limit=limit)
+
+    # --- live capture (capture.py) -------------------------------------------------------
+
+    @property
+    def live(self) -> LiveCapture:
+        if self._live is None:
+            self._live = LiveCapture(self.store)
+        return self._live
+
+    _live: LiveCapture | None = None
+
+    def ensure_session(
+        self,
+        session_id: str,
+        cwd: str,
+        name: str | None = None,
+        started_at: int | str | None = None,
+        agent: str = "pi",
+        source_path: str | None = None,
+    ) -> None:
+        self.live.ensure_session(session_id, cwd, name, started_at, agent, source_path)
+
+    def capture_message(
+        self, session_id: str, message: dict[str, Any], entry_id: str | None = None, parent_id: str | None = None
+    ) -> int | None:
+        return self.live.capture_message(session_id, message, entry_id, parent_id)
+
+    def capture_entry(self, session_id: str, entry: dict[str, Any]) -> int | None:
+        return self.live.capture_entry(session_id, entry)
+
+    def backfill(self, session_id: str, entries: list[dict[str, Any]]) -> BackfillReport:
+        return self.live.backfill(session_id, entries)
+
+    def set_session_name(self, session_id: str, name: str | None) -> None:
+        self.live.set_session_name(session_id, name)
+
+    def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
+        """One batch of a long import, so a host can yield between batches and show progress."""
+        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
+        return import_slice(Importer(self.store), targets, offset, limit)
 
 
 def move_aside(db_path: Path) -> Path:

@@ -478,6 +478,18 @@ def sessions(ctx: click.Context, agent: str | None, project: str | None, limit: 
         click.echo(format_listing(found))
 
 
+@cli.command()
+@_pass_db
+@click.pass_context
+def bridge(ctx: click.Context) -> None:
+    """Serve the archive to the pi extension: one JSON request per line on stdin, one response per line on stdout."""
+    from .bridge import serve
+
+    db = (ctx.find_object(dict) or {}).get("db")
+    stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # unbuffered: the bridge selects on it
+    sys.exit(serve(db, stdin, sys.stdout.buffer))
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
 

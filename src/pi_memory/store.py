@@ -355,3 +355,60 @@ class Store:
             if p.exists():
                 total += p.stat().st_size
         return total
+
+    # --- live capture (capture.py) ----------------------------------------------------
+
+    def session_exists(self, session_id: str) -> bool:
+        return self.scalar("SELECT 1 FROM session WHERE id=?", (session_id,)) is not None
+
+    def message_by_hash(self, session_id: str, hash_: str) -> tuple[int, str | None] | None:
+        """(msg id, entry id) of the message with this content hash in the session."""
+        rows = self.rows("SELECT id, entry_id FROM msg WHERE session_id=? AND hash=?", (session_id, hash_))
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
+        """The live-captured (no entry id) message with this role and text stamped nearest to ts."""
+        rows = self.rows(
+            """SELECT id FROM msg WHERE session_id=? AND entry_id IS NULL AND role=? AND text=?
+                 AND ts BETWEEN ? AND ? ORDER BY abs(ts - ?) LIMIT 1""",
+            (session_id, role, text, ts - window_ms, ts + window_ms, ts),
+        )
+        return int(rows[0][0]) if rows else None
+
+    def rekey_message(
+        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
+    ) -> None:
+        """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
+
+        Its time stays the live one: the moment the message was made, which orders it truly
+        (the file stamps the entry when it is written, possibly after the next message was made).
+        """
+        self.conn.execute(
+            "UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id)
+        )
+        self.conn.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
+        if raw is not None:
+            self.conn.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
+
+    checkpoints_deferred = False
+
+    def defer_checkpoints(self) -> None:
+        """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.checkpoints_deferred = True
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """SQLite's own checkpoints for a bulk write, so the WAL stays small even on a deferring connection."""
+        if not self.checkpoints_deferred:
+            yield
+            return
+        self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+        try:
+            yield
+        finally:
+            self.conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database without waiting for readers or writers."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")

@@ -1,0 +1,396 @@
+"""`pi-memory bridge`: the `Archive` API as newline-delimited JSON over stdio, for the pi extension.
+
+Design idea: the pi extension is a thin TypeScript shim; everything it does is
+one request here. One process per pi process holds one `Archive` (one SQLite
+connection) for its whole life, so a live write costs one short transaction and
+no process start. The protocol is one JSON object per line each way:
+
+    -> {"id": 7, "method": "capture", "params": {"session_id": "...", "message": {...}}}
+    <- {"id": 7, "result": 1234}
+    <- {"id": 7, "error": {"code": "bad_params", "message": "session_id is required"}}
+
+Methods are a plain registry (`METHODS`: name -> function(archive, params)), so
+other features add theirs with `@method("name")`. A bad request of any kind
+(not JSON, unknown method, bad params, a line over `MAX_REQUEST_BYTES`) gets an
+error response and the loop goes on: the bridge exits only on EOF or `shutdown`.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import apsw
+
+from . import format as fmt
+from .api import Archive
+from .errors import ArchiveError, BadInput, NotFound
+from .search import Hit
+
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+SEARCH_MAX_LIMIT = 50
+IMPORT_BATCH_FILES = 20
+IDLE_SECONDS = 0.2
+CHECKPOINT_EVERY = 500
+
+Handler = Callable[[Archive, dict[str, Any]], Any]
+METHODS: dict[str, Handler] = {}
+
+
+class BadParams(BadInput):
+    """A request whose params are missing or of the wrong type."""
+
+
+class Shutdown(Exception):
+    """Raised by the `shutdown` handler after its response is decided."""
+
+
+def method(name: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        METHODS[name] = fn
+        return fn
+
+    return register
+
+
+# --- params: small checked getters, one clear message each ----------------------------
+
+
+def req_str(params: dict[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise BadParams(f"{key} is required (a non-empty string)")
+    return value
+
+
+def opt_str(params: dict[str, Any], key: str) -> str | None:
+    value = params.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise BadParams(f"{key} must be a string")
+    return value
+
+
+def opt_int(params: dict[str, Any], key: str, default: int | None, lo: int = 0, hi: int = 1 << 62) -> int | None:
+    value = params.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise BadParams(f"{key} must be an integer")
+    return max(lo, min(int(value), hi))
+
+
+def req_dict(params: dict[str, Any], key: str) -> dict[str, Any]:
+    value = params.get(key)
+    if not isinstance(value, dict):
+        raise BadParams(f"{key} is required (a JSON object)")
+    return value
+
+
+def req_list(params: dict[str, Any], key: str) -> list[Any]:
+    value = params.get(key)
+    if not isinstance(value, list):
+        raise BadParams(f"{key} is required (a JSON array)")
+    return value
+
+
+# --- methods ----------------------------------------------------------------------------
+
+
+@method("hello")
+def hello(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("pi-memory")
+    except PackageNotFoundError:
+        ver = "unknown"
+    return {
+        "version": ver,
+        "db": str(archive.path),
+        "schema": archive.store.user_version,
+        "methods": sorted(METHODS),
+        "recovered_from": str(archive.recovered_from) if archive.recovered_from else None,
+    }
+
+
+@method("session_start")
+def session_start(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    sid = req_str(params, "session_id")
+    archive.ensure_session(
+        sid,
+        opt_str(params, "cwd") or "",
+        name=opt_str(params, "name"),
+        started_at=params.get("started_at") if isinstance(params.get("started_at"), (int, str)) else None,
+        source_path=opt_str(params, "source_path"),
+    )
+    # a damaged archive was moved aside at open: the first session to start tells the user, once
+    recovered, archive.recovered_from = archive.recovered_from, None
+    return {"session_id": sid, "recovered_from": str(recovered) if recovered else None}
+
+
+@method("capture")
+def capture(archive: Archive, params: dict[str, Any]) -> int | None:
+    return archive.capture_message(
+        req_str(params, "session_id"),
+        req_dict(params, "message"),
+        entry_id=opt_str(params, "entry_id"),
+        parent_id=opt_str(params, "parent_id"),
+    )
+
+
+@method("capture_entry")
+def capture_entry(archive: Archive, params: dict[str, Any]) -> int | None:
+    return archive.capture_entry(req_str(params, "session_id"), req_dict(params, "entry"))
+
+
+@method("backfill")
+def backfill(archive: Archive, params: dict[str, Any]) -> dict[str, int]:
+    entries = req_list(params, "entries")
+    if not all(isinstance(e, dict) for e in entries):
+        raise BadParams("entries must be JSON objects")
+    return archive.backfill(req_str(params, "session_id"), entries).to_dict()
+
+
+@method("set_name")
+def set_name(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    sid = req_str(params, "session_id")
+    archive.set_session_name(sid, opt_str(params, "name"))
+    return {"session_id": sid}
+
+
+@method("search")
+def search(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    query = req_str(params, "query")
+    limit = opt_int(params, "limit", 10, 1, SEARCH_MAX_LIMIT) or 10
+    found = archive.search(
+        query,
+        limit=limit,
+        project=opt_str(params, "project"),
+        since=opt_str(params, "since"),
+        session=opt_str(params, "session"),
+    )
+    hits = [h for h in found if isinstance(h, Hit)]  # the content track: message hits
+    return {
+        "text": fmt.format_search(hits, query, evidence=True),
+        "hits": [dict(h.to_dict(), cwd=h.cwd, session_name=h.session_name) for h in hits],
+    }
+
+
+@method("read")
+def read(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    window = archive.read(
+        req_str(params, "session_id"),
+        around=opt_int(params, "around", None),
+        before=opt_int(params, "before", 4, 0, 50) or 0,
+        after=opt_int(params, "after", 6, 0, 50) or 0,
+    )
+    return {"text": fmt.format_read(window, evidence=True), "window": window.to_dict()}
+
+
+@method("stats")
+def stats(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    st = archive.stats()
+    return {"text": fmt.format_stats(st), "stats": st.to_dict()}
+
+
+@method("import")
+def import_batch(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    """One batch of files; the caller repeats with `offset = next_offset` until it is null."""
+    paths = params.get("paths")
+    if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
+        raise BadParams("paths must be a list of strings")
+    offset = opt_int(params, "offset", 0) or 0
+    limit = opt_int(params, "limit", IMPORT_BATCH_FILES, 1, 1000) or IMPORT_BATCH_FILES
+    return archive.import_slice([Path(p) for p in paths] if paths else None, offset, limit).to_dict()
+
+
+@method("shutdown")
+def shutdown(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    return {"bye": True}
+
+
+# --- the loop ---------------------------------------------------------------------------
+
+
+def error(req_id: Any, code: str, message: str) -> dict[str, Any]:
+    return {"id": req_id, "error": {"code": code, "message": message}}
+
+
+class RequestError(Exception):
+    def __init__(self, req_id: Any, code: str, message: str) -> None:
+        super().__init__(message)
+        self.req_id, self.code, self.message = req_id, code, message
+
+
+def parse_request(line: bytes) -> tuple[Any, str, dict[str, Any]]:
+    """(id, method, params) of one request line, or a `RequestError` saying what is wrong with it."""
+    try:
+        request = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(None, "parse_error", f"request is not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise RequestError(None, "invalid_request", "request must be a JSON object")
+    req_id = request.get("id")
+    name = request.get("method")
+    params = request.get("params") or {}
+    if not isinstance(name, str):
+        raise RequestError(req_id, "invalid_request", "method is required (a string)")
+    if not isinstance(params, dict):
+        raise RequestError(req_id, "bad_params", "params must be a JSON object")
+    if name not in METHODS:
+        raise RequestError(req_id, "unknown_method", f"unknown method {name!r}; known: {', '.join(sorted(METHODS))}")
+    return req_id, name, params
+
+
+# Library errors -> protocol error codes, most specific first.
+ERROR_CODES: list[tuple[type[BaseException], str]] = [
+    (BadParams, "bad_params"),
+    (NotFound, "not_found"),
+    (BadInput, "bad_input"),
+    (ArchiveError, "archive_error"),
+    (apsw.BusyError, "busy"),
+    (apsw.Error, "archive_error"),
+]
+
+
+def error_code(exc: BaseException) -> str:
+    return next((code for kind, code in ERROR_CODES if isinstance(exc, kind)), "internal")
+
+
+def handle_line(archive: Archive | None, line: bytes, open_error: str | None = None) -> dict[str, Any]:
+    """One request line -> one response object. Never raises (but `Shutdown` after a shutdown)."""
+    try:
+        req_id, name, params = parse_request(line)
+    except RequestError as bad:
+        return error(bad.req_id, bad.code, bad.message)
+    if archive is None:
+        return error(req_id, "archive_error", open_error or "the archive is not open")
+    try:
+        result = METHODS[name](archive, params)
+    except Exception as exc:  # any failure, a bug included, is one error response: the bridge goes on
+        code = error_code(exc)
+        if code == "internal":
+            traceback.print_exc(file=sys.stderr)
+        message = str(exc) if code != "internal" else f"{type(exc).__name__}: {exc}"
+        return error(req_id, code, message)
+    if name == "shutdown":
+        raise Shutdown({"id": req_id, "result": result})
+    return {"id": req_id, "result": result}
+
+
+TOO_LARGE = object()  # marker: a request line over the limit was skipped
+
+
+class LineReader:
+    """Request lines from an unbuffered byte stream, with a way to ask "is a request waiting?".
+
+    Our own buffer (not `readline`) so `idle()` can ask `select` truthfully: a
+    buffered reader may hold a whole request that `select` would not see.
+    """
+
+    def __init__(self, stream: IO[bytes], limit: int = MAX_REQUEST_BYTES) -> None:
+        self.stream = stream
+        self.limit = limit
+        self.buf = bytearray()
+        self.eof = False
+        try:
+            self.fd: int | None = stream.fileno()
+        except (OSError, AttributeError, ValueError):
+            self.fd = None  # an in-memory stream: never idle
+
+    def idle(self, timeout: float) -> bool:
+        """True when no request arrives within `timeout` seconds."""
+        if self.fd is None or self.eof or b"\n" in self.buf:
+            return False
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        return not ready
+
+    def _fill(self) -> bool:
+        chunk = self.stream.read(1 << 16)
+        if not chunk:
+            self.eof = True
+            return False
+        self.buf += chunk
+        return True
+
+    def readline(self) -> bytes | object | None:
+        """The next line; None at EOF; `TOO_LARGE` for a line over the limit (skipped to its end)."""
+        skipping = False
+        while True:
+            cut = self.buf.find(b"\n")
+            if cut >= 0:
+                line = bytes(self.buf[: cut + 1])
+                del self.buf[: cut + 1]
+                return TOO_LARGE if skipping or len(line) > self.limit + 1 else line
+            if len(self.buf) > self.limit:
+                skipping = True
+                self.buf.clear()  # keep memory flat while the rest of the line streams past
+            if not self._fill():
+                if skipping:
+                    return TOO_LARGE
+                line = bytes(self.buf)
+                self.buf.clear()
+                return line or None
+
+
+def encode(response: dict[str, Any]) -> bytes:
+    text = json.dumps(response, ensure_ascii=False, separators=(",", ":"), default=str)
+    # a lone surrogate (from a JS string) becomes its JSON escape again instead of failing
+    return text.encode("utf-8", "backslashreplace") + b"\n"
+
+
+def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX_REQUEST_BYTES) -> int:
+    """Answer requests until EOF or `shutdown`. Returns the exit code.
+
+    The WAL is checkpointed while the bridge is idle (no request for
+    `IDLE_SECONDS`) instead of inside whichever commit crosses SQLite's
+    threshold: a checkpoint costs milliseconds and would otherwise land on a
+    live write. A long busy stretch still checkpoints every `CHECKPOINT_EVERY`.
+    """
+    archive: Archive | None = None
+    open_error: str | None = None
+    try:
+        archive = Archive.open(db)
+        archive.store.defer_checkpoints()
+    except ArchiveError as exc:
+        open_error = str(exc)  # keep answering, so the host can show why
+    reader = LineReader(stdin, limit)
+    since_checkpoint = 0
+    try:
+        while True:
+            if (
+                archive is not None
+                and since_checkpoint
+                and (since_checkpoint >= CHECKPOINT_EVERY or reader.idle(IDLE_SECONDS))
+            ):
+                archive.store.checkpoint()
+                since_checkpoint = 0
+            line = reader.readline()
+            if line is None:
+                return 0
+            if line is TOO_LARGE:
+                response = error(None, "too_large", f"request is over {limit} bytes")
+            elif isinstance(line, bytes) and line.strip():
+                try:
+                    response = handle_line(archive, line, open_error)
+                except Shutdown as done:
+                    stdout.write(encode(done.args[0]))
+                    stdout.flush()
+                    return 0
+                since_checkpoint += 1
+            else:
+                continue
+            stdout.write(encode(response))
+            stdout.flush()
+    except BrokenPipeError:
+        return 0  # the host is gone: nobody is left to answer
+    finally:
+        if archive is not None:
+            archive.close()
