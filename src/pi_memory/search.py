@@ -77,10 +77,14 @@ class Filters:
     roles: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()  # user, assistant, tool_call, tool_error, summary (see runsearch)
     path: str | None = None  # messages that read or changed this file
+    msg_ids: tuple[int, ...] | None = None  # only these messages (a branch); () matches nothing
 
     @property
     def active(self) -> bool:
-        return bool(self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path)
+        restricted = self.msg_ids is not None
+        return bool(
+            self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path or restricted
+        )
 
 
 @dataclass
@@ -277,6 +281,9 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
         sql, path_params = runsearch.path_sql_for_messages(f.path)
         clauses.append(sql)
         params += path_params
+    if f.msg_ids is not None:
+        clauses.append("m.id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(f.msg_ids)))
     return " AND ".join(clauses), params
 
 
