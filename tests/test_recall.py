@@ -362,3 +362,26 @@ def test_recall_cli_reads_the_branch_from_the_session_file(db_path: Path) -> Non
     assert data["results"][0]["body_format"] == "raw" and "text" not in data
     bad = runner.invoke(cli, ["--db", str(db_path), "recall", "--session", SSE, "--kind", "user"])
     assert bad.exit_code != 0 and "Traceback" not in bad.output and "query" in bad.output
+
+
+def test_branch_scope_of_a_fork_reaches_the_entries_copied_from_its_parent(imported: Archive, tmp_path: Path) -> None:
+    # pi's /fork writes a new file whose header names the parent file and copies the branch's entries
+    lines = SSE_FILE.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0]) | {"id": "01a2364c-fork-7000-8000-000000000001", "parentSession": str(SSE_FILE)}
+    keep = set(branch_ids(SSE_FILE)[: branch_ids(SSE_FILE).index("c36e4a87") + 1])
+    copied = [line for line in lines[1:] if json.loads(line).get("id") in keep]
+    new = {
+        "type": "message",
+        "id": "f0f0f0f0",
+        "parentId": "c36e4a87",
+        "timestamp": "2026-12-02T11:00:00.000Z",
+        "message": {"role": "user", "content": "fork: try websockets instead", "timestamp": 1796209200000},
+    }
+    fork = tmp_path / "2026-12-02T11-00-00-000Z_01a2364c-fork-7000-8000-000000000001.jsonl"
+    fork.write_text("\n".join([json.dumps(header), *copied, json.dumps(new)]) + "\n", encoding="utf-8")
+    imported.import_paths([fork])
+    params = {"session": header["id"], "branch_ids": branch_ids(fork)}
+    assert ids(imported.recall(params | {"query": "heartbeat"})) == ["4a107d51"]  # stored under the parent
+    assert ids(imported.recall(params | {"query": "websockets"})) == ["f0f0f0f0"]
+    own = imported.recall({"session": header["id"], "scope": "session", "action": "list", "limit": 30})
+    assert "4a107d51" not in ids(own) and "f0f0f0f0" in ids(own)

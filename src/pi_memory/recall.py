@@ -294,11 +294,23 @@ def lineage(store: Store, session_id: str) -> tuple[str, ...]:
     """A session and its fork ancestors: a fork's copied entries are stored once, under the parent."""
     chain = [session_id]
     while len(chain) < LINEAGE_MAX:
-        parent = store.scalar("SELECT parent_session FROM session WHERE id=?", (chain[-1],))
-        if not parent or parent in chain or not store.scalar("SELECT 1 FROM session WHERE id=?", (parent,)):
+        parent = parent_session_id(store, chain[-1])
+        if parent is None or parent in chain:
             break
-        chain.append(str(parent))
+        chain.append(parent)
     return tuple(chain)
+
+
+def parent_session_id(store: Store, session_id: str) -> str | None:
+    """pi's `parentSession` is the parent's file path: match it as imported, or by the uuid in its name."""
+    value = store.scalar("SELECT parent_session FROM session WHERE id=?", (session_id,))
+    if not value:
+        return None
+    uuid = Path(str(value)).stem.rsplit("_", 1)[-1]
+    found = store.scalar(
+        "SELECT id FROM session WHERE id IN (?, ?) OR source_path = ? LIMIT 1", (str(value), uuid, str(value))
+    )
+    return str(found) if found else None
 
 
 def resolve_scope(archive: Archive, req: RecallRequest) -> Scope:
