@@ -77,13 +77,20 @@ class Filters:
     roles: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()  # user, assistant, tool_call, tool_error, summary (see runsearch)
     path: str | None = None  # messages that read or changed this file
-    msg_ids: tuple[int, ...] | None = None  # only these messages (a branch); () matches nothing
+    sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
+    entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
 
     @property
     def active(self) -> bool:
-        restricted = self.msg_ids is not None
         return bool(
-            self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path or restricted
+            self.project
+            or self.since_ms
+            or self.session_id
+            or self.roles
+            or self.kinds
+            or self.path
+            or self.sessions
+            or self.entry_ids
         )
 
 
@@ -281,9 +288,12 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
         sql, path_params = runsearch.path_sql_for_messages(f.path)
         clauses.append(sql)
         params += path_params
-    if f.msg_ids is not None:
-        clauses.append("m.id IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(f.msg_ids)))
+    if f.sessions:
+        clauses.append("m.session_id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(f.sessions)))
+    if f.entry_ids:
+        clauses.append("m.entry_id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(f.entry_ids)))
     return " AND ".join(clauses), params
 
 

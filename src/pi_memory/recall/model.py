@@ -83,8 +83,8 @@ def id_list(value: Any, name: str) -> tuple[str, ...]:
     items = value.replace(",", " ").split() if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
         raise BadInput(f"{name} must be a list of entry ids")
-    ids = [str(i).strip().strip("[],") for i in items]
-    return tuple(dict.fromkeys(i for i in ids if i))
+    cleaned = (str(i).strip().strip("[],") for i in items)
+    return tuple(dict.fromkeys(i for i in cleaned if i))
 
 
 def _int(value: Any, name: str, low: int, high: int, default: int) -> int:

@@ -9,7 +9,6 @@ The branch scope is never widened to the session when the ids are missing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,12 +28,14 @@ class Scope:
     name: str
     session_id: str | None
     sessions: tuple[str, ...]  # the session and the sessions it was forked from
-    msg_ids: tuple[int, ...] | None  # branch: its messages; None: no restriction
-    branch_ids: frozenset[str] | None
+    branch_ids: tuple[str, ...]  # branch: the entry ids on it (checked in SQL, never loaded as rows)
 
     def filters(self, roles: tuple[str, ...] = (), kinds: tuple[str, ...] = (), path: str | None = None) -> Filters:
         session = self.session_id if self.name == "session" else None
-        return Filters(session_id=session, roles=roles, kinds=kinds, path=path, msg_ids=self.msg_ids)
+        sessions = self.sessions if self.name == "branch" else ()
+        return Filters(
+            session_id=session, roles=roles, kinds=kinds, path=path, sessions=sessions, entry_ids=self.branch_ids
+        )
 
 
 def lineage(store: Store, session_id: str) -> tuple[str, ...]:
@@ -63,21 +64,15 @@ def parent_session_id(store: Store, session_id: str) -> str | None:
 def resolve_scope(archive: Archive, req: RecallRequest) -> Scope:
     if req.scope == "all":
         sid = archive.resolve_session(req.session) if req.session else None
-        return Scope("all", sid, (), None, None)
+        return Scope("all", sid, (), ())
     if not req.session:
         raise BadInput(f"scope {req.scope} needs a session id")
     sid = archive.resolve_session(req.session)
     if req.scope == "session":
-        return Scope("session", sid, (sid,), None, None)
+        return Scope("session", sid, (sid,), ())
     if not req.branch_ids:  # never widen to the whole session when the branch is unknown (spec)
         raise BadInput("scope branch needs the branch's entry ids (branch_ids); use scope session for every branch")
-    sessions = lineage(archive.store, sid)
-    marks = ",".join("?" * len(sessions))
-    rows = archive.store.rows(
-        f"SELECT id FROM msg WHERE session_id IN ({marks}) AND entry_id IN (SELECT value FROM json_each(?))",
-        (*sessions, json.dumps(list(req.branch_ids))),
-    )
-    return Scope("branch", sid, sessions, tuple(sorted(int(r[0]) for r in rows)), frozenset(req.branch_ids))
+    return Scope("branch", sid, lineage(archive.store, sid), req.branch_ids)
 
 
 def branch_ids_from(value: str) -> list[str]:

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 def read_by_ids(archive: Archive, req: RecallRequest, scope: Scope) -> RecallResult:
     """Exactly the asked-for entries, in session order; query, kind, file and page are ignored (spec)."""
     store = archive.store
-    wanted = [i for i in req.entry_ids if scope.branch_ids is None or i in scope.branch_ids]
+    on_branch = set(scope.branch_ids)
+    wanted = [i for i in req.entry_ids if not on_branch or i in on_branch]
     sessions = scope.sessions or _sessions_holding(store, wanted, scope.session_id)
     rows = _entry_rows(store, sessions, wanted)
     result = RecallResult("read", scope.name, scope.session_id, "", 1, req.limit)
@@ -60,15 +61,27 @@ def _sessions_holding(store: Store, entry_ids: list[str], session_id: str | None
 
 
 def _entry_rows(store: Store, sessions: tuple[str, ...], entry_ids: list[str]) -> list[tuple[Any, ...]]:
+    """(entry id, type, ts, session, msg id, raw blob) in session order: messages by their indexed entry id,
+    then, only for ids still unfound, the session's other entries (custom state, labels...)."""
     if not sessions or not entry_ids:
         return []
-    marks = ",".join("?" * len(sessions))
-    return store.rows(
-        f"""SELECT e.entry_id, e.type, e.ts, e.session_id, e.msg_id, e.raw FROM entry e
-            WHERE e.session_id IN ({marks}) AND e.entry_id IN (SELECT value FROM json_each(?))
-            ORDER BY e.ts, e.id""",
-        (*sessions, json.dumps(entry_ids)),
+    sess, wanted = json.dumps(sessions), json.dumps(entry_ids)
+    rows = store.rows(
+        """SELECT m.entry_id, coalesce(e.type, 'message'), m.ts, m.session_id, m.id, e.raw, coalesce(e.id, 0)
+           FROM msg m LEFT JOIN entry e ON e.msg_id = m.id
+           WHERE m.entry_id IN (SELECT value FROM json_each(?)) AND m.session_id IN (SELECT value FROM json_each(?))""",
+        (wanted, sess),
     )
+    found = {str(r[0]) for r in rows}
+    rest = [i for i in entry_ids if i not in found]
+    if rest:
+        rows += store.rows(
+            """SELECT e.entry_id, e.type, e.ts, e.session_id, NULL, e.raw, e.id FROM entry e
+               WHERE e.session_id IN (SELECT value FROM json_each(?)) AND e.msg_id IS NULL
+               AND e.entry_id IN (SELECT value FROM json_each(?))""",
+            (sess, json.dumps(rest)),
+        )
+    return [r[:6] for r in sorted(rows, key=lambda r: (r[2], r[6]))]
 
 
 def _items_from_entries(store: Store, rows: list[tuple[Any, ...]], req: RecallRequest) -> list[RecallItem]:
@@ -78,10 +91,10 @@ def _items_from_entries(store: Store, rows: list[tuple[Any, ...]], req: RecallRe
     texts = rendered_texts(store, msg_ids)
     items = []
     for entry_id, kind, ts, sid, msg_id, blob in rows:
-        line = decompress(blob).decode("utf-8", "replace")
+        line = decompress(blob).decode("utf-8", "replace") if blob is not None else None
         item = by_msg.get(msg_id) if msg_id is not None else None
         if item is None:
-            snip = clip(" ".join(line.split()), SNIPPET_CHARS, "…")[0]
+            snip = clip(" ".join((line or "").split()), SNIPPET_CHARS, "…")[0]
             item = RecallItem(
                 str(entry_id),
                 None,
@@ -132,11 +145,12 @@ def scan_tool_outputs(store: Store, query: str, scope: Scope, filters: Filters) 
             LEFT JOIN entry e ON e.msg_id = m.id WHERE {where} ORDER BY {_order(scope)} LIMIT ?""",
         [*params, SCAN_ROWS],
     )
+    fold = normalize if not all(w.isascii() for w in words) else str.lower  # folding Chinese is the slow part
     found = []
     for msg_id, text, blob in rows:
         whole = full_text(decompress(blob).decode("utf-8", "replace") if blob else None, str(text), False)
-        norm = normalize(whole)
-        if all(w in norm for w in words):
+        folded = fold(whole)
+        if all(w in folded for w in words):
             found.append((int(msg_id), snippet(whole, [words])))
     return found
 
@@ -192,10 +206,8 @@ def _select(archive: Archive, req: RecallRequest, scope: Scope) -> RecallResult:
         raise BadInput("action read needs entry_ids")
     roles = allowed_roles(req.kind, req.source_class)
     empty = RecallResult(req.action, scope.name, scope.session_id, req.query, req.page, req.limit)
-    if roles == () or scope.msg_ids == ():
-        empty.note = (
-            "nothing in scope can match (no records on the branch, or kind and source_class exclude each other)"
-        )
+    if roles == ():
+        empty.note = "nothing can match: no record of this kind is of that source class"
         return empty
     kinds = ("tool_call",) if req.kind == "tool_call" else ()
     filters = scope.filters(roles or (), kinds, req.file)
