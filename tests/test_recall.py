@@ -385,3 +385,28 @@ def test_branch_scope_of_a_fork_reaches_the_entries_copied_from_its_parent(impor
     assert ids(imported.recall(params | {"query": "websockets"})) == ["f0f0f0f0"]
     own = imported.recall({"session": header["id"], "scope": "session", "action": "list", "limit": 30})
     assert "4a107d51" not in ids(own) and "f0f0f0f0" in ids(own)
+
+
+def test_summary_action_reads_the_newest_summary_on_the_branch_in_full(imported: Archive) -> None:
+    found = on_branch(imported, action="summary")
+    assert found["action"] == "summary" and ids(found) == ["0537094e"]
+    assert found["results"][0]["body_format"] == "text" and "𠮷 survives compaction" in found["results"][0]["body"]
+    searched = on_branch(imported, action="summary_search", query="abandoned")
+    assert ids(searched) == ["56b476a0"] and searched["results"][0]["source_class"] == "derived"
+
+
+def test_tool_result_kind_includes_failed_tool_calls(imported: Archive) -> None:
+    found = imported.recall({"session": LONG, "scope": "session", "kind": "tool_result", "query": "gzip"})
+    assert ids(found) == ["f010c6b2"] and found["results"][0]["role"] == "tool_error"
+
+
+def test_bridge_recall_takes_session_and_branch_from_the_host_not_the_model(imported: Archive) -> None:
+    from pi_memory.recall import RECALL_TOOL_SPEC, bridge_recall
+
+    json.dumps(RECALL_TOOL_SPEC)
+    model_args = {"query": "heartbeat", "session_id": LONG, "branch_ids": sorted(ABANDONED)}
+    answer = bridge_recall(imported, {"session_id": SSE, "branch_ids": branch_ids(SSE_FILE), "args": model_args})
+    assert answer["result"]["scope"] == "branch" and ids(answer["result"]) == ["4a107d51"]
+    assert answer["text"].startswith(EVIDENCE_HEADER)
+    with pytest.raises(BadInput, match="branch_ids"):  # no lineage from the host: refused, not widened
+        bridge_recall(imported, {"session_id": SSE, "branch_ids": [], "args": {"query": "heartbeat"}})

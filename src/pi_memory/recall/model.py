@@ -28,7 +28,7 @@ HEADER_RESERVE = 800  # room for the header and the notes below the results
 
 SCOPES = ("branch", "session", "all")
 SCOPE_ALIASES = {"active-lineage": "branch", "lineage": "branch", "current": "branch"}
-ACTIONS = ("search", "list", "read")
+ACTIONS = ("search", "list", "read", "summary", "summary_search")
 KINDS = ("user", "assistant", "tool_call", "tool_result", "bash", "custom")
 SOURCE_CLASSES = ("primary", "derived", "all")
 KIND_ROLES = {
@@ -132,9 +132,12 @@ def parse_request(params: dict[str, Any]) -> RecallRequest:
     entry_ids = id_list(p.get("entry_ids") or [], "entry_ids")
     if len(entry_ids) > MAX_IDS:
         raise BadInput(f"{len(entry_ids)} entry ids: ask for at most {MAX_IDS} at a time")
-    default_action = "read" if entry_ids else "search"
+    action = _choice(p.get("action"), "action", ACTIONS, "read" if entry_ids else "search")
+    if action in ("summary", "summary_search"):  # spec: the branch's compaction summaries, read or searched
+        p["source_class"] = "derived"
+        action = "search" if action == "summary_search" else "summary"
     return RecallRequest(
-        action=_choice(p.get("action"), "action", ACTIONS, default_action),
+        action=action,
         query=str(p.get("query") or "").strip(),
         session=session,
         scope=_choice(scope_value, "scope", SCOPES, default_scope),
@@ -144,7 +147,7 @@ def parse_request(params: dict[str, Any]) -> RecallRequest:
         kind=_choice(p.get("kind"), "kind", KINDS, "") or None,
         source_class=_choice(p.get("source_class"), "source_class", SOURCE_CLASSES, "all"),
         page=_int(p.get("page"), "page", 1, MAX_PAGE, 1),
-        limit=_int(p.get("limit"), "limit", 1, LIMIT_MAX, LIMIT_DEFAULT),
+        limit=_int(p.get("limit"), "limit", 1, LIMIT_MAX, 1 if action == "summary" else LIMIT_DEFAULT),
         raw=_flag(p.get("raw")),
         offset=_int(p.get("offset"), "offset", 0, 1 << 40, 0),
         raw_limit=_int(p.get("raw_limit"), "raw_limit", 1, RAW_LIMIT_MAX, RAW_LIMIT_DEFAULT),

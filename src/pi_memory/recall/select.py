@@ -125,7 +125,8 @@ def list_recent(store: Store, req: RecallRequest, scope: Scope, filters: Filters
         [*params, req.limit + 1, (req.page - 1) * req.limit],
     )
     ids = [int(r[0]) for r in rows]
-    result = RecallResult("list", scope.name, scope.session_id, req.query, req.page, req.limit)
+    action = "summary" if req.action == "summary" else "list"
+    result = RecallResult(action, scope.name, scope.session_id, req.query, req.page, req.limit)
     result.items = load_items(store, ids[: req.limit])
     result.next_page = req.page + 1 if len(ids) > req.limit else None
     return result
@@ -193,7 +194,7 @@ def recall(archive: Archive, params: dict[str, Any]) -> RecallResult:
     with archive.store.read():
         scope = resolve_scope(archive, req)
         result = _select(archive, req, scope)
-    if req.raw and req.action != "read":
+    if (req.raw or req.action == "summary") and req.action != "read":  # a summary is read in full (segments)
         attach_bodies(archive.store, result.items, req)
     fit_budget(result)
     return result
@@ -211,7 +212,7 @@ def _select(archive: Archive, req: RecallRequest, scope: Scope) -> RecallResult:
         return empty
     kinds = ("tool_call",) if req.kind == "tool_call" else ()
     filters = scope.filters(roles or (), kinds, req.file)
-    if req.action == "list" or (not req.query and req.file):
+    if req.action in ("list", "summary") or (not req.query and req.file):
         return list_recent(archive.store, req, scope, filters)
     if not req.query:  # spec: an empty query, or a kind alone, never lists the whole history
         raise BadInput("give a query, a file or entry_ids (or action list for the newest records)")
