@@ -108,7 +108,9 @@ def _choice(value: Any, name: str, choices: tuple[str, ...], default: str) -> st
 
 
 def _flag(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes"))
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return value is True or value == 1
 
 
 def normalize_params(params: dict[str, Any]) -> dict[str, Any]:

@@ -95,8 +95,10 @@ def rendered_texts(store: Store, msg_ids: list[int]) -> dict[int, str]:
 
 def attach_body(item: RecallItem, line: str | None, rendered: str, req: RecallRequest) -> None:
     """One segment of the record's full text (or, with `raw` or for a non-message entry, its verbatim JSON)."""
-    if req.raw or item.msg_id is None:
-        whole, fmt = (line if line is not None else rendered), "raw"
+    if line is not None and (req.raw or item.msg_id is None):
+        whole, fmt = line, "raw"
+    elif req.raw and line is None:  # captured live, never imported from a file: no verbatim line exists
+        whole, fmt = rendered, "text"
     else:
         whole, fmt = full_text(line, rendered, req.include_thinking), "text"
     piece, nxt = segment(whole, req.offset, req.raw_limit)
