@@ -410,3 +410,19 @@ def test_bridge_recall_takes_session_and_branch_from_the_host_not_the_model(impo
     assert answer["text"].startswith(EVIDENCE_HEADER)
     with pytest.raises(BadInput, match="branch_ids"):  # no lineage from the host: refused, not widened
         bridge_recall(imported, {"session_id": SSE, "branch_ids": [], "args": {"query": "heartbeat"}})
+
+
+def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanned(
+    imported: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the index's tracks are bounded (rare postings budget, recent rowid window): simulate an old session
+    import pi_memory.search as search
+
+    indexed = on_branch(imported, query="Last-Event-ID", kind="assistant")
+    monkeypatch.setattr(search, "RARE_POSTINGS_BUDGET", 0)
+    monkeypatch.setattr(search, "RECENT_WINDOW", 0)
+    assert not imported.search("Last-Event-ID", session=SSE)
+    found = on_branch(imported, query="Last-Event-ID", kind="assistant")
+    assert set(ids(found)) == set(ids(indexed)) == {"a9ca8037", "75a684c5"}
+    assert ids(found) == ["a9ca8037", "75a684c5"]  # newest first
+    assert all("【" in r["snippet"] for r in found["results"])

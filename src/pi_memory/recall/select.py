@@ -132,10 +132,12 @@ def list_recent(store: Store, req: RecallRequest, scope: Scope, filters: Filters
     return result
 
 
-def scan_tool_outputs(store: Store, query: str, scope: Scope, filters: Filters) -> list[tuple[int, str]]:
-    """Successful tool outputs are stored, not indexed: match the newest few in scope on their full text.
+def scan_records(store: Store, query: str, scope: Scope, filters: Filters) -> list[tuple[int, str]]:
+    """The newest `SCAN_ROWS` records in scope (under `filters`) matched on their full text, word by word.
 
-    Every word (a whole CJK stretch counts as one) must occur; returns (msg id, snippet), newest first.
+    For what the index does not answer: successful tool outputs are stored, not indexed, and the
+    index's recent track only looks at the newest rows of the archive. Every word (a whole CJK
+    stretch counts as one) must occur; returns (msg id, snippet), newest first.
     """
     words = query_phrases_for_snippet(query)
     if not words:
@@ -164,16 +166,19 @@ def _scans_tool_outputs(req: RecallRequest, scope: Scope, roles: tuple[str, ...]
 
 
 def search_records(archive: Archive, req: RecallRequest, scope: Scope, roles: tuple[str, ...] | None) -> RecallResult:
-    """Ranked content hits in scope, then matching tool outputs the index does not hold; one page of them."""
+    """Ranked content hits in scope (or, if none, a scan of the newest records in scope), then matching
+    tool outputs the index does not hold; one page of them."""
     kinds = ("tool_call",) if req.kind == "tool_call" else ()
     wanted = min(req.page * req.limit + 1, SEARCH_MAX)
     filters = scope.filters(roles or (), kinds, req.file)
     hits = archive.searcher.search(req.query, limit=wanted, filters=filters)
     found = [(h.msg_id, h.snippet) for h in hits]
+    if not found and scope.name != "all":  # an old session's rows may be beyond the index's recent track
+        found = scan_records(archive.store, req.query, scope, filters)
     if _scans_tool_outputs(req, scope, roles):
         seen = {m for m, _ in found}
         scan_filters = scope.filters((TOOL_RESULT,), (), req.file)
-        found += [f for f in scan_tool_outputs(archive.store, req.query, scope, scan_filters) if f[0] not in seen]
+        found += [f for f in scan_records(archive.store, req.query, scope, scan_filters) if f[0] not in seen]
     start = (req.page - 1) * req.limit
     page = found[start : start + req.limit]
     result = RecallResult("search", scope.name, scope.session_id, req.query, req.page, req.limit)
