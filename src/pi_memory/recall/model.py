@@ -83,7 +83,7 @@ def id_list(value: Any, name: str) -> tuple[str, ...]:
     items = value.replace(",", " ").split() if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
         raise BadInput(f"{name} must be a list of entry ids")
-    cleaned = (str(i).strip().strip("[],") for i in items)
+    cleaned = (str(i).strip("[], \t\r\n") for i in items)
     return tuple(dict.fromkeys(i for i in cleaned if i))
 
 

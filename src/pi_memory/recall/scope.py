@@ -33,6 +33,8 @@ class Scope:
     def filters(self, roles: tuple[str, ...] = (), kinds: tuple[str, ...] = (), path: str | None = None) -> Filters:
         session = self.session_id if self.name == "session" else None
         sessions = self.sessions if self.name == "branch" else ()
+        if len(sessions) == 1:  # one session (no fork): its index also gives the newest-first order
+            session, sessions = sessions[0], ()
         return Filters(
             session_id=session, roles=roles, kinds=kinds, path=path, sessions=sessions, entry_ids=self.branch_ids
         )

@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput
-from ..render import TOOL_RESULT
+from ..render import TOOL_ERROR, TOOL_RESULT
 from ..search import Filters, _filter_sql
 from ..store import Store, decompress
 from ..text import clip, normalize, query_phrases_for_snippet, snippet
@@ -173,9 +173,11 @@ def search_records(archive: Archive, req: RecallRequest, scope: Scope, roles: tu
     filters = scope.filters(roles or (), kinds, req.file)
     hits = archive.searcher.search(req.query, limit=wanted, filters=filters)
     found = [(h.msg_id, h.snippet) for h in hits]
+    scanned_tool_outputs = False
     if not found and scope.name != "all":  # an old session's rows may be beyond the index's recent track
         found = scan_records(archive.store, req.query, scope, filters)
-    if _scans_tool_outputs(req, scope, roles):
+        scanned_tool_outputs = roles is not None and set(roles) <= {TOOL_RESULT, TOOL_ERROR}
+    if _scans_tool_outputs(req, scope, roles) and not scanned_tool_outputs:
         seen = {m for m, _ in found}
         scan_filters = scope.filters((TOOL_RESULT,), (), req.file)
         found += [f for f in scan_records(archive.store, req.query, scope, scan_filters) if f[0] not in seen]
