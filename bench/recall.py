@@ -110,6 +110,19 @@ def measure(archive: Archive, params: dict[str, Any], repeat: int) -> tuple[floa
     return statistics.median(times), max(times), size
 
 
+def probe(archive: Archive, branch: list[str]) -> tuple[str, str]:
+    """A turn only the abandoned branch has: never found on the branch, found in the session."""
+    ask = {"session": SESSION, "query": "turn 100005"}
+
+    def count(params: dict[str, Any]) -> int:
+        return sum("100005" in r["snippet"] for r in archive.recall(params)["results"])
+
+    return (
+        f"{count(ask | {'branch_ids': branch})} on the branch,",
+        f"{count(ask | {'scope': 'session'})} in the session",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", type=Path)
@@ -125,6 +138,7 @@ def main() -> None:
             print(
                 f"imported {report.added} messages in {time.perf_counter() - start:.1f} s; branch of {len(branch)} entries"
             )
+            print("abandoned-branch probe (hits naming turn 100005):", *probe(archive, branch))
             print(f"{'call':<18} {'p50 ms':>8} {'max ms':>8} {'chars':>7}")
             for name, params in calls(branch).items():
                 p50, worst, size = measure(archive, params, args.repeat)

@@ -426,3 +426,17 @@ def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanne
     assert set(ids(found)) == set(ids(indexed)) == {"a9ca8037", "75a684c5"}
     assert ids(found) == ["a9ca8037", "75a684c5"]  # newest first
     assert all("【" in r["snippet"] for r in found["results"])
+
+
+@pytest.mark.parametrize(
+    ("path", "session"),
+    [(SSE_FILE, SSE), (PI_DATA / "pi-1.6.0-sse-stream-mixed.jsonl", "01a2364c-8bc4-729b-b5d9-c54d6aa2dbdd")],
+)
+def test_branch_and_session_scopes_on_both_pi_lines(imported: Archive, path: Path, session: str) -> None:
+    on = set(branch_ids(path))
+    everything = imported.recall({"session": session, "scope": "session", "action": "list", "limit": 30})
+    branch = imported.recall({"session": session, "branch_ids": sorted(on), "action": "list", "limit": 30})
+    assert set(ids(branch)) == set(ids(everything)) & on
+    assert set(ids(everything)) - on  # the abandoned branch is archived, and only the session scope shows it
+    hits = imported.recall({"session": session, "branch_ids": sorted(on), "query": "heartbeat nginx"})
+    assert hits["results"] and set(ids(hits)) <= on
