@@ -217,9 +217,8 @@ def shutdown(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     return {"bye": True}
 
 
-METHODS.update(
-    MEMORY_BRIDGE_METHODS
-)  # long-term memory: memory_* tools, memory_command, memory_injection, memory_start
+# long-term memory: the memory_* tools, memory_command, memory_injection, memory_start
+METHODS.update(MEMORY_BRIDGE_METHODS)
 
 
 # --- the loop ---------------------------------------------------------------------------
