@@ -17,6 +17,7 @@
 import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 import { spawn, type ChildProcess } from "node:child_process";
+import { registerMemory } from "./memory.js";
 
 // above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
 const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 8000;
@@ -532,4 +533,6 @@ export default function (pi: ExtensionAPI) {
       }
     },
   } as any);
+
+  registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
 }
