@@ -20,6 +20,7 @@ import apsw
 
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .ingest import Importer, ImportReport
+from .pg import pg_url
 from .search import Filters, Hit, Searcher
 from .sources.pi import default_sessions_dir
 from .store import Store, default_db_path
@@ -129,7 +130,15 @@ class Archive:
 
     @classmethod
     def open(cls, path: Path | str | None = None, *, recover: bool = True) -> Archive:
-        """Open (creating if needed). A damaged file is moved aside and a fresh one made."""
+        """Open (creating if needed). A damaged file is moved aside and a fresh one made.
+
+        A `postgresql://` URL (argument or `PI_MEMORY_DB`) opens the team archive instead (`pg/`).
+        """
+        url = pg_url(path)
+        if url is not None:
+            from .pg.archive import PgArchive
+
+            return PgArchive.connect(url)
         db_path = Path(path).expanduser() if path else default_db_path()
         try:
             return cls(Store.open(db_path))

@@ -29,9 +29,9 @@ def _db_option(fn: F) -> F:
     return click.option(
         "--db",
         "db",
-        type=click.Path(path_type=Path),
+        type=str,  # a file path or a postgresql:// URL
         envvar="PI_MEMORY_DB",
-        help="Archive file (default ~/.pi/memory/sessions.db, or $PI_MEMORY_DB).",
+        help="Archive file or postgresql:// URL (default ~/.pi/memory/sessions.db, or $PI_MEMORY_DB).",
     )(fn)
 
 
@@ -39,7 +39,7 @@ def _db_option(fn: F) -> F:
 @_db_option
 @click.version_option(package_name="pi-memory")
 @click.pass_context
-def cli(ctx: click.Context, db: Path | None) -> None:
+def cli(ctx: click.Context, db: str | None) -> None:
     """pi-memory: a local black box and long-term memory for coding agents."""
     ctx.obj = {"db": db}
 
@@ -81,13 +81,13 @@ def open_archive(ctx: click.Context) -> Iterator[Archive]:
 def _pass_db(fn: F) -> F:
     """Accept --db after the command name too (`pi-memory search x --db f`)."""
 
-    def set_db(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    def set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
         if value is not None:
             ctx.ensure_object(dict)["db"] = value
 
     return click.option(
         "--db",
-        type=click.Path(path_type=Path),
+        type=str,  # a file path or a postgresql:// URL
         expose_value=False,
         callback=set_db,
         is_eager=True,

@@ -1,0 +1,39 @@
+"""A team archive on PostgreSQL behind the same `Archive` API (issue 9).
+
+Design idea: only storage and candidate retrieval differ from the SQLite
+archive. Parsing (`sources/`), rendering, tokenizing, ranking and formatting
+are the same pure functions, so the same query finds the same messages in the
+same order on either backend. This package is chosen by a URL
+(`postgresql://...` or `postgres://...`) wherever a database path is accepted;
+the driver (`psycopg`, extra `pi-memory[pg]`) is imported only then.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def pg_url(target: Path | str | None) -> str | None:
+    """The PostgreSQL URL named by a database argument (or `PI_MEMORY_DB` when None), else None."""
+    if target is None:
+        target = os.environ.get("PI_MEMORY_DB") or None
+    if isinstance(target, str) and target.strip().lower().startswith(URL_SCHEMES):
+        return target.strip()
+    return None
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*):[^@\s]*@")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """Text with any password (in a URL, a `password=` pair, or the given secret) replaced by ***."""
+    text = _URL_PASSWORD.sub(r"\1:***@", text)
+    text = _KV_PASSWORD.sub(r"\1***", text)
+    if secret:
+        text = text.replace(secret, "***")
+    return text

@@ -1,0 +1,163 @@
+"""Candidate retrieval on PostgreSQL: the same bounded plan as `search.py`, over a GIN index.
+
+Design idea: only the three SQL steps of `Searcher` change; planning (which
+tokens are rare, which common), the exact re-rank (`ranking.score_text`),
+recency tie-breaks and snippets are inherited unchanged, so both backends
+return the same hits in the same order.
+
+- Document frequency: `count(*)` over at most `DF_EXACT_CAP + 1` rows holding
+  the token (`tokens @> ARRAY[t]`), estimated from the newest `DF_WINDOW` ids
+  above the cap; cached per process like the SQLite searcher's.
+- Rare track: the full postings of the rarest tokens within a fixed budget,
+  summed by idf weight in SQL, best `RARE_CANDIDATES` kept.
+- Recent track: the newest ids holding all common anchors, within the newest
+  `RECENT_WINDOW` ids (`ORDER BY id DESC LIMIT k`).
+
+Search filters add who wrote a message: `mine` (the connected role), `team`
+(members of a PostgreSQL group role) and `authors` (display names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from ..search import (
+    DF_EXACT_CAP,
+    DF_WINDOW,
+    RARE_CANDIDATES,
+    RECENT_CANDIDATES,
+    RECENT_WINDOW,
+    Filters,
+    QueryPlan,
+    Searcher,
+)
+from ..text import QueryToken
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .store import PgStore
+
+
+@dataclass
+class TeamFilters(Filters):
+    mine: bool = False
+    team: str | None = None
+    authors: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return super().active or self.mine or bool(self.team) or bool(self.authors)
+
+
+def filter_sql(f: Filters) -> tuple[str, list[Any]]:
+    """A WHERE clause over `m` (msg) and `s` (session) for the filters, with its parameters."""
+    clauses: list[str] = ["true"]
+    params: list[Any] = []
+    if f.project:
+        clauses.append("(s.project = %s OR s.cwd = %s OR s.cwd LIKE %s ESCAPE '\\')")
+        escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params += [f.project, f.project, "%/" + escaped]
+    if f.since_ms:
+        clauses.append("m.ts >= %s")
+        params.append(f.since_ms)
+    if f.session_id:
+        clauses.append("m.session_id = %s")
+        params.append(f.session_id)
+    if f.roles:
+        clauses.append("m.role = ANY(%s)")
+        params.append(list(f.roles))
+    if isinstance(f, TeamFilters):
+        _team_clauses(f, clauses, params)
+    return " AND ".join(clauses), params
+
+
+def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any]) -> None:
+    if f.mine:
+        clauses.append("m.written_by = current_user")
+    if f.team:
+        clauses.append(
+            """m.written_by IN (SELECT r.rolname FROM pg_roles r, pg_roles t
+                                WHERE t.rolname = %s AND pg_has_role(r.oid, t.oid, 'MEMBER'))"""
+        )
+        params.append(f.team)
+    if f.authors:
+        clauses.append("m.author = ANY(%s)")
+        params.append(list(f.authors))
+
+
+def _token_array(tokens: list[QueryToken]) -> list[str]:
+    return [t.text for t in tokens]
+
+
+class PgSearcher(Searcher):
+    """`Searcher` with its SQL steps answered by PostgreSQL."""
+
+    def __init__(self, store: PgStore) -> None:
+        # the inherited code calls only read(), counters() and max_msg_id(), which PgStore provides
+        super().__init__(cast("Store", store))
+        self.pg = store
+
+    def document_frequency(self, token: QueryToken, n_docs: int) -> int:
+        key = f"{token.column}:{token.text}"
+        cached = self.df_cache.get(key)
+        if cached is not None:
+            return cached
+        count = int(
+            self.pg.scalar(
+                "SELECT count(*) FROM (SELECT 1 FROM msg WHERE tokens @> ARRAY[%s]::text[] LIMIT %s) capped",
+                (token.text, DF_EXACT_CAP + 1),
+            )
+        )
+        if count > DF_EXACT_CAP:
+            count = self._estimate_pg_df(token, n_docs)
+        self.df_cache.put(key, count)
+        return count
+
+    def _estimate_pg_df(self, token: QueryToken, n_docs: int) -> int:
+        """Density of a very common token among the newest ids, scaled to the archive."""
+        max_id = self.pg.max_msg_id()
+        low = max(0, max_id - DF_WINDOW)
+        in_window = int(
+            self.pg.scalar("SELECT count(*) FROM msg WHERE id > %s AND tokens @> ARRAY[%s]::text[]", (low, token.text))
+        )
+        docs_in_window = max(1, int(n_docs * (max_id - low) / max(max_id, 1)))
+        return max(DF_EXACT_CAP + 1, min(n_docs, int(n_docs * in_window / docs_in_window)))
+
+    def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        if not plan.rare:
+            return []
+        parts, params = [], []
+        for t in plan.rare:
+            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @> ARRAY[%s]::text[]")
+            params += [weights[t.text], t.text]
+        union = " UNION ALL ".join(parts)
+        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u GROUP BY id) c"
+        if filters.active:
+            where, fparams = filter_sql(filters)
+            sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
+            params += fparams
+        sql += " ORDER BY c.s DESC, c.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.pg.rows(sql, params + [RARE_CANDIDATES])]
+
+    def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
+        if not anchors:
+            return []
+        low = max(0, self.pg.max_msg_id() - RECENT_WINDOW)
+        op = "&&" if use_or else "@>"
+        where, fparams = filter_sql(filters)
+        sql = "SELECT m.id FROM msg m"
+        if filters.active:
+            sql += " JOIN session s ON s.id = m.session_id"
+        sql += f" WHERE m.tokens {op} %s::text[] AND m.id > %s AND {where} ORDER BY m.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.pg.rows(sql, [_token_array(anchors), low] + fparams + [RECENT_CANDIDATES])]
+
+    def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        where, fparams = filter_sql(filters)
+        sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
+                  FROM msg m JOIN session s ON s.id = m.session_id
+                  WHERE m.id = ANY(%s) AND {where}"""
+        keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
+        return [dict(zip(keys, r, strict=False)) for r in self.pg.rows(sql, [ids] + fparams)]
