@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from conftest import PI_DATA
-from pg_support import pg_url  # noqa: F401 - fixture
 from pi_memory import Archive
 from pi_memory.errors import BadInput, NotFound
 from test_search import write_session
+
+pytest_plugins = ["pg_support"]  # fixtures: pg_url, make_role
 
 QUERIES = [
     "锁",

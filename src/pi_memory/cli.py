@@ -228,3 +228,11 @@ def check(ctx: click.Context) -> None:
 
 def main() -> None:
     cli(prog_name="pi-memory")
+
+
+@cli.command("pg-roles")
+def pg_roles() -> None:
+    """Print the SQL that creates the team archive's reader, writer and admin roles."""
+    from .pg import roles_sql
+
+    click.echo(roles_sql(), nl=False)

@@ -37,3 +37,10 @@ def redact(text: str, secret: str | None = None) -> str:
     if secret:
         text = text.replace(secret, "***")
     return text
+
+
+def roles_sql() -> str:
+    """The GRANTs for reader, writer and admin roles (`pg/roles.sql`), to run as the archive's owner."""
+    from importlib.resources import files
+
+    return files(__package__).joinpath("roles.sql").read_text(encoding="utf-8")

@@ -21,9 +21,10 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ArchiveError
 from ..ingest import BATCH, SessionWrite
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 10
 MIGRATION_LOCK = "pi_memory_migrate"
 TABLES = ("session", "msg", "entry", "source_file", "counter")
+DEADLOCK_RETRIES = 5
+T = TypeVar("T")
 
 
 class PermissionDenied(ArchiveError):
@@ -208,25 +211,41 @@ class PgStore:
         added_sessions: set[str] = set()
         added = skipped = 0
         for txn in pack(units):
-            with self.write():
-                docs = chars = 0
-                for unit, chunk, first, last in txn:
-                    new = self._write_chunk(unit, chunk, first, last)
-                    added += len(new)
-                    skipped += len(chunk) - len(new)
-                    docs += sum(1 for m in new if m.indexed)
-                    chars += sum(len(m.text) for m in new if m.indexed)
-                    if new:
-                        added_sessions.add(unit.session_id)
-                if docs:
-                    self.conn.execute(
-                        "UPDATE counter SET indexed_docs = indexed_docs + %s, indexed_chars = indexed_chars + %s",
-                        (docs, chars),
-                    )
+            # every writer locks session rows in id order, then the counter row: no lock cycles
+            txn.sort(key=lambda chunk: chunk[0].session_id)
+            new = self._retry(partial(self._write_txn, txn))
+            for (unit, chunk, _first, _last), inserted in zip(txn, new, strict=True):
+                added += len(inserted)
+                skipped += len(chunk) - len(inserted)
+                if inserted:
+                    added_sessions.add(unit.session_id)
         if added_sessions:
             with self.write():
                 self._update_first_user(sorted(added_sessions))
         return added, skipped
+
+    def _write_txn(self, txn: list[Chunk]) -> list[list[NewMessage]]:
+        with self.write():
+            new = [self._write_chunk(unit, chunk, first, last) for unit, chunk, first, last in txn]
+            indexed = [m for inserted in new for m in inserted if m.indexed]
+            if indexed:
+                self.conn.execute(
+                    "UPDATE counter SET indexed_docs = indexed_docs + %s, indexed_chars = indexed_chars + %s",
+                    (len(indexed), sum(len(m.text) for m in indexed)),
+                )
+        return new
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """Run one transaction, again if PostgreSQL chose it as a deadlock victim (it was rolled back whole)."""
+        psycopg = _driver()
+        for attempt in range(DEADLOCK_RETRIES):
+            try:
+                return fn()
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                if attempt == DEADLOCK_RETRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _write_chunk(self, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool) -> list[NewMessage]:
         sid = unit.session_id
