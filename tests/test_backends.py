@@ -17,8 +17,6 @@ from pi_memory import Archive
 from pi_memory.errors import BadInput, NotFound
 from test_search import write_session
 
-pytest_plugins = ["pg_support"]  # fixtures: pg_url, make_role
-
 QUERIES = [
     "锁",
     "缓存",

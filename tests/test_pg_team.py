@@ -19,8 +19,6 @@ from pi_memory.pg import redact, roles_sql
 from pi_memory.pg.store import PermissionDenied
 from test_search import write_session
 
-pytest_plugins = ["pg_support"]  # fixtures: pg_url, make_role
-
 
 def apply_roles(url: str) -> None:
     with Archive.open(url):  # creates the tables

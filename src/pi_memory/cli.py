@@ -236,3 +236,35 @@ def pg_roles() -> None:
     from .pg import roles_sql
 
     click.echo(roles_sql(), nl=False)
+
+
+@cli.command()
+@click.option("--from", "source", help="Local SQLite archive to copy (default ~/.pi/memory/sessions.db).")
+@click.option("--to", "target", required=True, help="The team archive: a postgresql:// URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def push(source: str | None, target: str, as_json: bool) -> None:
+    """Copy a local archive to the team archive (idempotent; an interrupted push resumes)."""
+    from .pg import pg_url
+    from .pg.archive import PgArchive
+    from .store import default_db_path
+
+    if pg_url(target) is None:
+        raise click.ClickException("--to must be a postgresql:// URL")
+    local_path = source or (None if pg_url(None) else str(default_db_path()))
+    if local_path is None:
+        raise click.ClickException("PI_MEMORY_DB is a URL: name the local archive with --from PATH")
+    if not Path(local_path).expanduser().is_file():
+        raise click.ClickException(f"no local archive at {local_path}")
+    try:
+        with Archive.open(local_path) as local, Archive.open(target) as team:
+            assert isinstance(team, PgArchive)
+            report = team.push_from(local)
+    except ArchiveError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        _emit_json(report.to_dict())
+        return
+    click.echo(
+        f"{report.sessions} sessions ({report.unchanged} already complete): "
+        f"{report.added} messages added, {report.skipped} already on the team archive"
+    )

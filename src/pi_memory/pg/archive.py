@@ -33,6 +33,7 @@ from ..ingest import Importer, ImportReport
 from ..search import Hit
 from ..sources.pi import default_sessions_dir
 from ..store import Store
+from .push import PushReport, push
 from .search import PgSearcher, TeamFilters
 from .store import PgStore
 
@@ -240,3 +241,10 @@ class PgArchive(Archive):
         with self.pg.errors():
             role = self.pg.current_user
         return {"role": role, "author": self.pg.author or role, "host": self.pg.host}
+
+    def push_from(self, local: Archive, progress: Callable[[PushReport], None] | None = None) -> PushReport:
+        """Copy a local SQLite archive here; re-running adds nothing, an interrupted run resumes."""
+        if isinstance(local, PgArchive):
+            raise BadInput("push copies a local SQLite archive: --from must be a file, not a PostgreSQL URL")
+        with self.pg.errors():
+            return push(local.store, self.pg, progress)
