@@ -29,6 +29,7 @@ from ..search import (
     RECENT_CANDIDATES,
     RECENT_WINDOW,
     Filters,
+    Hit,
     QueryPlan,
     Searcher,
 )
@@ -97,6 +98,13 @@ class PgSearcher(Searcher):
         # the inherited code calls only read(), counters() and max_msg_id(), which PgStore provides
         super().__init__(cast("Store", store))
         self.pg = store
+
+    def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
+        # Inside the search's transaction: token lookups must go through the GIN index (a planner
+        # without fresh statistics may otherwise scan the table, whose cost grows with the archive).
+        with self.pg.read():
+            self.pg.conn.execute("SET LOCAL enable_seqscan = off")
+            return super().search(query, limit=limit, filters=filters)
 
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
         key = f"{token.column}:{token.text}"

@@ -113,6 +113,8 @@ class PgStore:
             raise ArchiveError(f"cannot connect to {redact(url)}: {_first_line(exc, url)}") from None
         store = cls(conn, url)
         with store.errors():
+            # every query here is small: compiling one (JIT) costs more than it saves
+            conn.execute("SET jit = off")
             store.migrate()
         return store
 
