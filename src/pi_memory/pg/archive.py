@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ..api import (
     MIN_PREFIX,
@@ -36,6 +36,9 @@ from ..store import Store
 from .push import PushReport, push
 from .search import PgSearcher, TeamFilters
 from .store import PgStore
+
+if TYPE_CHECKING:
+    from ..memory.service import Memories
 
 
 class _SqliteOnly:
@@ -248,3 +251,13 @@ class PgArchive(Archive):
             raise BadInput("push copies a local SQLite archive: --from must be a file, not a PostgreSQL URL")
         with self.pg.errors():
             return push(local.store, self.pg, progress)
+
+    @property
+    def memories(self) -> Memories:
+        """The memory operations over this archive's memory log (`pg/memory.py`)."""
+        from ..memory.service import Memories as SqliteMemories
+        from .memory import PgMemoryLog
+
+        memories = SqliteMemories(cast(Store, self.pg))
+        memories.log = PgMemoryLog(self.pg)
+        return memories

@@ -29,6 +29,7 @@ END $$;
 
 GRANT INSERT, UPDATE, DELETE ON session, msg, entry, source_file TO pi_memory_writer;
 GRANT UPDATE ON counter TO pi_memory_writer;
+GRANT INSERT ON memory_chain, memory_event TO pi_memory_writer;  -- the memory log: append only
 
 -- Then one LOGIN role per person or bot (passwords go in ~/.pgpass or PGPASSWORD, never in a URL in a script):
 --   CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE pi_memory_writer;

@@ -136,6 +136,59 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+
+def _append_only(table: str) -> str:
+    return f"""
+        CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_refuse_change();
+        CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+          FOR EACH STATEMENT EXECUTE FUNCTION pi_memory_refuse_change();
+        CREATE TRIGGER {table}_identity BEFORE INSERT ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_identity();
+    """
+
+
+# The memory log (see `pi_memory.memory`): one hash chain per workspace, the newest chain of a
+# workspace is its active one; rows are only ever added (the triggers refuse UPDATE, DELETE and
+# TRUNCATE, for the owner too). Appends to one workspace are serialized by
+# `pg_advisory_xact_lock(hashtext(workspace))`; the primary key (chain, seq) is the last guard.
+MIGRATIONS.append(
+    (
+        "m002_memory_log",
+        """
+        CREATE FUNCTION pi_memory_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
+        END $$;
+
+        CREATE TABLE memory_chain (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          workspace  text   NOT NULL,
+          created_at bigint NOT NULL,
+          note       text   NOT NULL DEFAULT '',
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT ''
+        );
+        CREATE INDEX memory_chain_workspace ON memory_chain(workspace, id);
+
+        CREATE TABLE memory_event (
+          chain      bigint  NOT NULL REFERENCES memory_chain(id),
+          seq        integer NOT NULL,
+          prev_hash  text    NOT NULL,
+          hash       text    NOT NULL,
+          event      text    NOT NULL,
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT '',
+          PRIMARY KEY (chain, seq)
+        );
+        """
+        + _append_only("memory_chain")
+        + _append_only("memory_event"),
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

@@ -426,6 +426,10 @@ class PgStore:
             (session_ids,),
         )
 
+    def lock_workspace(self, workspace: str) -> None:
+        """Serialize memory-log appends to one workspace until the transaction ends (other workspaces go on)."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workspace,))
+
     # --- forgetting -------------------------------------------------------------------
 
     def forget_session(self, session_id: str) -> int:
