@@ -67,7 +67,7 @@ def test_remember_and_list_on_the_team_archive(pg_archive: Archive, tmp_path: Pa
     memories.remember(str(tmp_path), "用 pnpm，不用 npm")
     memories.remember(str(tmp_path), "tests run with pytest -q")
     listing = memories.list(str(tmp_path))
-    assert sorted(r.text for r in listing.records) == sorted(["用 pnpm，不用 npm", "tests run with pytest -q"])
+    assert sorted(f.record.body for f in listing.found) == sorted(["用 pnpm，不用 npm", "tests run with pytest -q"])
     _workspace, _state, report = memories.state(str(tmp_path))
     assert report.ok and report.trusted == 2
 
