@@ -259,3 +259,11 @@ def test_read_accepts_a_prefix_and_rejects_short_ambiguous_or_foreign(imported: 
     other = imported.search("proxy_buffering")[0].msg_id
     with pytest.raises(NotFound):
         imported.read(sid, around=other)
+
+
+def test_a_huge_unbroken_token_is_archived_and_does_not_break_search(any_archive: Archive, tmp_path: Path):
+    blob = "A" * 5000
+    write_session(tmp_path / "blob.jsonl", "blobblob-0001", "/w/blob", [f"key {blob} pasted", "ok"])
+    assert any_archive.import_paths([tmp_path / "blob.jsonl"]).added == 2
+    assert any_archive.search("pasted")[0].session_id == "blobblob-0001"
+    assert isinstance(any_archive.search(blob), list)

@@ -5,10 +5,12 @@ Each migration runs in one transaction together with its row in
 once. Shipped migrations are never edited: a change is a new one at the end.
 
 The tables mirror the SQLite archive (`schema.py`), with three differences:
-- Tokens live in one `tokens text[]` column (distinct tokens of both channels)
-  with a GIN index. The SQLite index keeps two channels, but every token's text
-  already says its kind (one CJK character, a CJK bigram, a word), and words sit
-  in both channels, so one array answers exactly what the two columns answer.
+- Tokens live in one `tokens tsvector` column (the distinct tokens of both
+  channels, made with `array_to_tsvector`, no positions, no dictionary) with a
+  GIN index. The SQLite index keeps two channels, but every token's text already
+  says its kind (one CJK character, a CJK bigram, a word), and words sit in both
+  channels, so one set answers exactly what the two columns answer. A tsvector,
+  unlike a `text[]` with `@>`, is matched without rechecking (detoasting) the row.
 - Every row says who wrote it: `written_by` is the database role, set by a
   trigger from `current_user` (a client cannot claim another role), `author` a
   display name (`PI_MEMORY_USER`, default the role) and `host` the machine.
@@ -80,7 +82,7 @@ MIGRATIONS: list[tuple[str, str]] = [
           parent_id  text,
           meta       text,
           hash       text    NOT NULL,
-          tokens     text[]  NOT NULL DEFAULT '{}',
+          tokens     tsvector NOT NULL DEFAULT '',
           written_by text    NOT NULL DEFAULT current_user,
           author     text    NOT NULL DEFAULT current_user,
           host       text    NOT NULL DEFAULT '',

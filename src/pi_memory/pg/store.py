@@ -59,11 +59,18 @@ def pg_text(value: str) -> str:
     return value.replace("\x00", "\ufffd")
 
 
+MAX_LEXEME_BYTES = 2000  # PostgreSQL refuses longer tsvector lexemes (a pasted blob without separators)
+
+
+def indexable(token: str) -> bool:
+    return len(token.encode()) <= MAX_LEXEME_BYTES
+
+
 def message_tokens(m: NewMessage) -> list[str]:
-    """The distinct tokens of both channels: one array answers what the two FTS columns answer."""
+    """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
     if not m.indexed:
         return []
-    return sorted(set(m.chars.split()) | set(m.grams.split()))
+    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) if indexable(t))
 
 
 def _meta_json(meta: dict[str, Any]) -> str | None:
@@ -348,7 +355,7 @@ class PgStore:
             cur.executemany(
                 """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash,
                                    tokens, author, host)
-                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s::text[],%s,%s)
+                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,array_to_tsvector(%s::text[]),%s,%s)
                    ON CONFLICT (session_id, hash) DO NOTHING RETURNING id, hash""",
                 params,
                 returning=True,
