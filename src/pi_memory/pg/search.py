@@ -5,9 +5,14 @@ tokens are rare, which common), the exact re-rank (`ranking.score_text`),
 recency tie-breaks and snippets are inherited unchanged, so both backends
 return the same hits in the same order.
 
-- Document frequency: `count(*)` over at most `PG_DF_EXACT_CAP + 1` rows holding
-  the token (`tokens @@ 't'::tsquery`), estimated from the newest `PG_DF_WINDOW` ids
-  above the cap; cached per process like the SQLite searcher's.
+- Document frequency: a common token's comes from PostgreSQL's own statistics
+  (ANALYZE keeps the most common tsvector elements and their frequencies,
+  `pg_stats.most_common_elems`), loaded once per process; any other token's is
+  `count(*)` over at most `PG_DF_EXACT_CAP + 1` rows holding it
+  (`tokens @@ 't'::tsquery`), estimated from the newest `PG_DF_WINDOW` ids above
+  the cap (only before the first ANALYZE). Counting visits a heap page per
+  posting, so reading the frequent ones from statistics is what keeps a fresh
+  process's first query fast. Cached per process like the SQLite searcher's.
 - Rare track: the full postings of the rarest tokens within a fixed budget,
   summed by idf weight in SQL, best `RARE_CANDIDATES` kept.
 - Recent track: the newest ids holding all common anchors, within the newest
@@ -116,6 +121,8 @@ class PgSearcher(Searcher):
         self.pg = store
         self._df: dict[str, int] = {}
         self._n_docs = 0
+        self._shares: dict[str, float] | None = None
+        self._shares_at = -2
 
     def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
         # Inside the search's transaction: token lookups must go through the GIN index (a planner
@@ -138,6 +145,18 @@ class PgSearcher(Searcher):
             budget -= plan.df[t.text]
         return QueryPlan(plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs)
 
+    def common_shares(self, n_docs: int) -> dict[str, float]:
+        """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
+        if self._shares is None or self._shares_at != self.df_cache._at_docs:
+            row = self.pg.conn.execute(
+                """SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+                   WHERE schemaname = current_schema() AND tablename = 'msg' AND attname = 'tokens'"""
+            ).fetchone()
+            elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+            self._shares = {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
+            self._shares_at = self.df_cache._at_docs
+        return self._shares
+
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
         key = f"{token.column}:{token.text}"
         cached = self.df_cache.get(key)
@@ -145,6 +164,11 @@ class PgSearcher(Searcher):
             return cached
         if not indexable(token.text):
             return 0  # longer than any lexeme the index holds
+        share = self.common_shares(n_docs).get(token.text)
+        if share is not None and share * n_docs > PG_DF_EXACT_CAP:
+            estimate = int(share * n_docs)
+            self.df_cache.put(key, estimate)
+            return estimate
         count = int(
             self.pg.scalar(
                 "SELECT count(*) FROM (SELECT 1 FROM msg WHERE tokens @@ %s::tsquery LIMIT %s) capped",
