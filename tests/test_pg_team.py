@@ -188,3 +188,20 @@ def test_concurrent_writers_from_several_processes_lose_nothing_and_duplicate_no
         assert len(archive.search("并发", limit=100)) == 100
         window = archive.read("shshshsh-0001", before=50, after=0)
         assert [m.text for m in window.messages] == [f"shared message {k} 共享" for k in range(40)]
+
+
+def test_sqlite_only_features_stop_with_one_clear_error_on_a_team_archive(pg_url: str):
+    with Archive.open(pg_url) as archive:
+        with pytest.raises(ArchiveError, match="local SQLite archive only"):
+            archive.store.rows("SELECT 1")
+        with pytest.raises(ArchiveError, match="PostgreSQL archive, not a file"):
+            _ = archive.path
+
+
+def test_stats_from_the_cli_show_the_url_without_its_password(pg_url: str):
+    from urllib.parse import urlsplit
+
+    password = urlsplit(pg_url).password
+    result = CliRunner().invoke(cli, ["--db", pg_url, "stats", "--json"])
+    assert result.exit_code == 0, result.output
+    assert password and password not in result.stdout and ":***@" in result.stdout

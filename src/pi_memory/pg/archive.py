@@ -74,7 +74,7 @@ class PgArchive(Archive):
     def __init__(self, pg: PgStore) -> None:  # noqa: D107 - deliberately not calling Archive.__init__
         self.pg = pg
         self.store = cast(Store, _SqliteOnly())
-        self.pg_searcher = PgSearcher(pg)
+        self.searcher = PgSearcher(pg)
 
     @classmethod
     def connect(cls, url: str) -> PgArchive:
@@ -137,7 +137,7 @@ class PgArchive(Archive):
                 team=team or None,
                 authors=tuple(authors),
             )
-            return self.pg_searcher.search(str(query), limit=limit, filters=filters)
+            return self.searcher.search(str(query), limit=limit, filters=filters)
 
     # --- read ------------------------------------------------------------------------
 
