@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -145,6 +146,12 @@ def test_search_can_be_limited_to_mine_a_team_or_authors(pg_url: str, make_role,
             alice_role = alice.split("//")[1].split(":")[0]  # the author defaults to the role
             assert {h.session_id for h in b.search("断流", authors=[alice_role])} == {"aaaaaaaa-0002"}
             assert b.search("断流", team="pi_no_such_team") == []
+        runner = CliRunner()
+        mine = runner.invoke(cli, ["--db", bob, "search", "断流", "--mine", "--json"])
+        theirs = runner.invoke(cli, ["--db", bob, "search", "断流", "--team", team, "--json"])
+        assert mine.exit_code == 0 and theirs.exit_code == 0, mine.output + theirs.output
+        assert {h["session_id"] for h in json.loads(mine.stdout)["hits"]} == {"bbbbbbbb-0002"}
+        assert {h["session_id"] for h in json.loads(theirs.stdout)["hits"]} == {"aaaaaaaa-0002"}
     finally:
         with connect(pg_url) as conn:
             conn.execute(f"DROP ROLE IF EXISTS {team}")
@@ -205,3 +212,8 @@ def test_stats_from_the_cli_show_the_url_without_its_password(pg_url: str):
     result = CliRunner().invoke(cli, ["--db", pg_url, "stats", "--json"])
     assert result.exit_code == 0, result.output
     assert password and password not in result.stdout and ":***@" in result.stdout
+
+
+def test_who_wrote_it_filters_on_a_local_archive_are_a_clear_error(db_path: Path):
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "search", "x", "--mine"])
+    assert result.exit_code == 1 and "filter a team archive" in result.output

@@ -157,6 +157,9 @@ class _null_bar:
 @click.option("--project", help="Only this project (name or cwd).")
 @click.option("--since", help="Only messages on or after this date (YYYY-MM-DD).")
 @click.option("--session", help="Only this session (id or 8+ char prefix).")
+@click.option("--mine", is_flag=True, help="Team archive: only messages my database role wrote.")
+@click.option("--team", help="Team archive: only messages written by members of this PostgreSQL role.")
+@click.option("--author", "authors", multiple=True, help="Team archive: only messages by this author (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
@@ -167,11 +170,17 @@ def search(
     project: str | None,
     since: str | None,
     session: str | None,
+    mine: bool,
+    team: str | None,
+    authors: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
+    from .pg import team_search_options
+
     with open_archive(ctx) as archive:
-        hits, took = timed(archive.search, query, limit=limit, project=project, since=since, session=session)
+        who = team_search_options(archive, mine=mine, team=team, authors=authors)
+        hits, took = timed(archive.search, query, limit=limit, project=project, since=since, session=session, **who)
     if as_json:
         _emit_json({"query": query, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
     else:
