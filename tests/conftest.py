@@ -14,6 +14,8 @@ PI_DATA = DATA / "pi"
 BAD_DATA = DATA / "bad"
 SRC = Path(__file__).resolve().parent.parent / "src"
 
+pytest_plugins = ["pg_support"]  # PostgreSQL fixtures (pg_url, make_role), skipped without PI_MEMORY_TEST_PG
+
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

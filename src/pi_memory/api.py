@@ -28,6 +28,7 @@ from .ingest import Importer, ImportReport
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
+from .pg import pg_url
 from .retention import Advice
 from .runs import RunInfo, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
@@ -141,7 +142,15 @@ class Archive:
 
     @classmethod
     def open(cls, path: Path | str | None = None, *, recover: bool = True) -> Archive:
-        """Open (creating if needed). A damaged file is moved aside and a fresh one made."""
+        """Open (creating if needed). A damaged file is moved aside and a fresh one made.
+
+        A `postgresql://` URL (argument or `PI_MEMORY_DB`) opens the team archive instead (`pg/`).
+        """
+        url = pg_url(path)
+        if url is not None:
+            from .pg.archive import PgArchive
+
+            return PgArchive.connect(url)
         db_path = Path(path).expanduser() if path else default_db_path()
         try:
             return cls(Store.open(db_path))

@@ -30,9 +30,9 @@ def _db_option(fn: F) -> F:
     return click.option(
         "--db",
         "db",
-        type=click.Path(path_type=Path),
+        type=str,  # a file path or a postgresql:// URL
         envvar="PI_MEMORY_DB",
-        help="Archive file (default ~/.pi/memory/sessions.db, or $PI_MEMORY_DB).",
+        help="Archive file or postgresql:// URL (default ~/.pi/memory/sessions.db, or $PI_MEMORY_DB).",
     )(fn)
 
 
@@ -40,7 +40,7 @@ def _db_option(fn: F) -> F:
 @_db_option
 @click.version_option(package_name="pi-memory")
 @click.pass_context
-def cli(ctx: click.Context, db: Path | None) -> None:
+def cli(ctx: click.Context, db: str | None) -> None:
     """pi-memory: a local black box and long-term memory for coding agents."""
     ctx.obj = {"db": db}
 
@@ -82,13 +82,13 @@ def open_archive(ctx: click.Context) -> Iterator[Archive]:
 def _pass_db(fn: F) -> F:
     """Accept --db after the command name too (`pi-memory search x --db f`)."""
 
-    def set_db(ctx: click.Context, _param: click.Parameter, value: Path | None) -> None:
+    def set_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
         if value is not None:
             ctx.ensure_object(dict)["db"] = value
 
     return click.option(
         "--db",
-        type=click.Path(path_type=Path),
+        type=str,  # a file path or a postgresql:// URL
         expose_value=False,
         callback=set_db,
         is_eager=True,
@@ -186,6 +186,9 @@ class _null_bar:
 @click.option("--kind", "kinds", multiple=True, help="Only user, assistant, tool_call, tool_error or summary messages.")
 @click.option("--path", help="Only messages (or runs) that read or changed this file.")
 @click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
+@click.option("--mine", is_flag=True, help="Team archive: only messages my database role wrote.")
+@click.option("--team", help="Team archive: only messages written by members of this PostgreSQL role.")
+@click.option("--author", "authors", multiple=True, help="Team archive: only messages by this author (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
@@ -200,21 +203,25 @@ def search(
     kinds: tuple[str, ...],
     path: str | None,
     agent: str | None,
+    mine: bool,
+    team: str | None,
+    authors: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
+    from .pg import team_search_options
+
     with open_archive(ctx) as archive:
+        who = team_search_options(archive, mine=mine, team=team, authors=authors)
+        local: dict[str, Any] = {k: v for k, v in (("kinds", kinds), ("path", path), ("agent", agent)) if v}
+        if scope != "content":
+            local["scope"] = scope
+        if local and who:
+            raise click.ClickException(
+                "--scope/--kind/--path/--agent work on a local archive, --mine/--team/--author on a team archive"
+            )
         hits, took = timed(
-            archive.search,
-            query,
-            limit=limit,
-            project=project,
-            since=since,
-            session=session,
-            scope=scope,
-            kinds=kinds,
-            path=path,
-            agent=agent,
+            archive.search, query, limit=limit, project=project, since=since, session=session, **local, **who
         )
     if as_json:
         _emit_json({"query": query, "scope": scope, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
@@ -809,3 +816,43 @@ def recall_cmd(ctx: click.Context, /, query: tuple[str, ...], **options: Any) ->
         _emit_json(result)
     else:
         click.echo(result["text"])
+
+
+@cli.command("pg-roles")
+def pg_roles() -> None:
+    """Print the SQL that creates the team archive's reader, writer and admin roles."""
+    from .pg import roles_sql
+
+    click.echo(roles_sql(), nl=False)
+
+
+@cli.command()
+@click.option("--from", "source", help="Local SQLite archive to copy (default ~/.pi/memory/sessions.db).")
+@click.option("--to", "target", required=True, help="The team archive: a postgresql:// URL.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def push(source: str | None, target: str, as_json: bool) -> None:
+    """Copy a local archive to the team archive (idempotent; an interrupted push resumes)."""
+    from .pg import pg_url
+    from .pg.archive import PgArchive
+    from .store import default_db_path
+
+    if pg_url(target) is None:
+        raise click.ClickException("--to must be a postgresql:// URL")
+    local_path = source or (None if pg_url(None) else str(default_db_path()))
+    if local_path is None:
+        raise click.ClickException("PI_MEMORY_DB is a URL: name the local archive with --from PATH")
+    if not Path(local_path).expanduser().is_file():
+        raise click.ClickException(f"no local archive at {local_path}")
+    try:
+        with Archive.open(local_path) as local, Archive.open(target) as team:
+            assert isinstance(team, PgArchive)
+            report = team.push_from(local)
+    except ArchiveError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        _emit_json(report.to_dict())
+        return
+    click.echo(
+        f"{report.sessions} sessions ({report.unchanged} already complete): "
+        f"{report.added} messages added, {report.skipped} already on the team archive"
+    )

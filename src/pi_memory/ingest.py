@@ -256,7 +256,7 @@ class Importer:
                 unit.entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
                 continue
             m = message_from_entry(row.id, entry)
-            if m.hash in forgotten or (not self.include_forgotten and forget.forgotten_anywhere(self.store, m.hash)):
+            if m.hash in forgotten or (not self.include_forgotten and self._forgotten_anywhere(m.hash)):
                 report.forgotten += 1
                 continue
             if m.hash in existing and not (existing[m.hash] and m.entry_id):
@@ -277,6 +277,9 @@ class Importer:
                 forget.clear_tombstones(self.store, session_id)
             return set()
         return forget.forgotten_hashes(self.store, session_id)
+
+    def _forgotten_anywhere(self, hash_: str) -> bool:
+        return forget.forgotten_anywhere(self.store, hash_)
 
     def flush(self, report: ImportReport) -> None:
         if not self._pending:

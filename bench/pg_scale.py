@@ -1,0 +1,277 @@
+"""Scale benchmark, PostgreSQL beside SQLite: import rate and search latency at two archive sizes.
+
+Usage:
+    python bench/pg_scale.py --pg postgresql://user:pass@127.0.0.1:5432/db [--sizes 30000,300000]
+                             [--out bench/results/pg_scale.json]
+
+A synthetic bilingual corpus (Zipf-distributed Chinese words, English words,
+identifiers; deterministic from --seed) is written as pi session files, then
+imported through the real import path into a fresh SQLite file and a fresh
+PostgreSQL schema, first up to the smaller size, then up to the larger one.
+At each size the same queries (one CJK char, common and rare CJK words, English
+words and phrases, identifiers, mixed and long questions) run twice on a fresh
+archive object (cold df cache, then warm); every latency is recorded. After a
+PostgreSQL import the bench runs ANALYZE (timed), as autovacuum would. Prints a
+table and writes the figures as JSON.
+
+PGPASSWORD or ~/.pgpass work as usual; the URL printed is redacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from pi_memory import Archive
+from pi_memory.pg import redact
+
+SESSION_MESSAGES = 40
+PASSES = 2
+
+
+class Corpus:
+    """Deterministic bilingual text with Zipf-like word frequencies."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        chars = [chr(c) for c in range(0x4E00, 0x4E00 + 3500)]
+        self.zh_words = ["".join(self.rng.sample(chars, 2)) for _ in range(30_000)]
+        syll = ["ka", "lo", "mi", "ne", "tor", "sha", "vel", "qui", "ran", "dex", "pol", "mur", "sen", "fi", "gra"]
+        self.en_words = sorted({"".join(self.rng.choices(syll, k=self.rng.randint(1, 3))) for _ in range(20_000)})
+        self.idents = [
+            f"{self.rng.choice(self.en_words)}_{self.rng.choice(self.en_words)}_{self.rng.randint(0, 999)}"
+            for _ in range(50_000)
+        ]
+        self.zh_cum = _zipf_cum(len(self.zh_words))
+        self.en_cum = _zipf_cum(len(self.en_words))
+        self.id_cum = _zipf_cum(len(self.idents), 0.8)
+
+    def message(self) -> str:
+        rng = self.rng
+        n = rng.randint(4, 60)
+        zh = rng.choices(self.zh_words, cum_weights=self.zh_cum, k=n)
+        en = rng.choices(self.en_words, cum_weights=self.en_cum, k=rng.randint(0, n))
+        parts = zh + en
+        if rng.random() < 0.3:
+            parts += rng.choices(self.idents, cum_weights=self.id_cum, k=rng.randint(1, 3))
+        rng.shuffle(parts)
+        out, zh_run = [], False
+        for p in parts:
+            is_zh = "\u4e00" <= p[0] <= "\u9fff"
+            out.append(p if (is_zh and zh_run) else (" " + p))
+            zh_run = is_zh
+        return "".join(out).strip()
+
+    def queries(self) -> list[tuple[str, str]]:
+        rng = random.Random(7)
+        z, e, i = self.zh_words, self.en_words, self.idents
+        return [
+            ("zh-char", z[0][0]),
+            ("zh-char", z[50][1]),
+            ("zh-common", z[1]),
+            ("zh-common", z[5]),
+            ("zh-mid", z[300]),
+            ("zh-mid", z[2000]),
+            ("zh-rare", z[25_000]),
+            ("zh-pair", z[3] + z[40]),
+            ("zh-pair", z[120] + z[900]),
+            ("zh-long", "".join(rng.sample(z[:3000], 6))),
+            ("zh-long", "之前" + z[10] + z[200] + z[4000] + "是怎么定的"),
+            ("en-common", e[0]),
+            ("en-mid", e[500]),
+            ("en-rare", e[len(e) * 3 // 4]),
+            ("en-phrase", f"{e[2]} {e[30]} {e[400]}"),
+            ("en-long", " ".join(rng.sample(e[:5000], 7))),
+            ("ident", i[0]),
+            ("ident", i[100]),
+            ("ident-rare", i[40_000]),
+            ("ident-parts", i[5].split("_")[0] + " " + i[5].split("_")[1]),
+            ("mixed", f"{z[4]} {e[3]}"),
+            ("mixed", f"{z[700]} {e[800]} {i[60]}"),
+            ("mixed-long", f"{z[2]}{z[9]} {e[1]} {z[33]} {i[2]} {e[70]}"),
+            ("none", "zzzyx qqqvw"),
+        ]
+
+
+def _zipf_cum(n: int, s: float = 1.0) -> list[float]:
+    total, cum = 0.0, []
+    for rank in range(1, n + 1):
+        total += 1.0 / rank**s
+        cum.append(total)
+    return cum
+
+
+def write_sessions(corpus: Corpus, folder: Path, start: int, count: int, t0_ms: int) -> list[Path]:
+    """`count` messages as pi v3 session files of SESSION_MESSAGES each."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for s in range(start // SESSION_MESSAGES, (start + count) // SESSION_MESSAGES):
+        sid = str(uuid.UUID(int=s + 1))
+        lines = [
+            {
+                "type": "session",
+                "version": 3,
+                "id": sid,
+                "timestamp": "2026-01-01T00:00:00.000Z",
+                "cwd": f"/w/p{s % 37}",
+            }
+        ]
+        parent = None
+        for k in range(SESSION_MESSAGES):
+            eid = f"{(s * SESSION_MESSAGES + k) % 16**8:08x}"
+            role = "user" if k % 2 == 0 else "assistant"
+            msg: dict[str, Any] = {"role": role, "content": [{"type": "text", "text": corpus.message()}]}
+            msg["timestamp"] = t0_ms + (s * SESSION_MESSAGES + k) * 1000
+            if role == "assistant":
+                msg["stopReason"] = "stop"
+            lines.append(
+                {
+                    "type": "message",
+                    "id": eid,
+                    "parentId": parent,
+                    "timestamp": "2026-01-01T00:00:00.000Z",
+                    "message": msg,
+                }
+            )
+            parent = eid
+        path = folder / f"{sid}.jsonl"
+        path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def measure_queries(target: str, queries: list[tuple[str, str]]) -> dict[str, Any]:
+    latencies: list[float] = []
+    per_kind: dict[str, list[float]] = {}
+    with Archive.open(target) as archive:
+        for _ in range(PASSES):
+            for kind, q in queries:
+                t = time.perf_counter()
+                archive.search(q, limit=10)
+                ms = (time.perf_counter() - t) * 1000
+                latencies.append(ms)
+                per_kind.setdefault(kind, []).append(ms)
+    return {
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p95_ms": round(_pct(latencies, 95), 2),
+        "max_ms": round(max(latencies), 2),
+        "queries": len(latencies),
+        "max_by_kind_ms": {k: round(max(v), 2) for k, v in sorted(per_kind.items())},
+    }
+
+
+def _pct(values: list[float], p: int) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def fresh_pg_schema(url: str) -> str:
+    import psycopg
+
+    schema = "bench_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}".encode())
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options=-csearch_path%3D{schema}"
+
+
+def analyze(url: str) -> float:
+    """What autovacuum does in the background after a bulk load: refresh the planner's statistics
+    (the search reads the common tokens' frequencies from them). Timed, and done before measuring."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        t = time.perf_counter()
+        conn.execute("ANALYZE msg")
+        return round(time.perf_counter() - t, 1)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = [int(s) for s in args.sizes.split(",")]
+    corpus = Corpus(args.seed)
+    queries = corpus.queries()
+    work = Path(tempfile.mkdtemp(prefix="pi-memory-bench-"))
+    targets = {"sqlite": str(work / "bench.db"), "postgres": fresh_pg_schema(args.pg)}
+    results: dict[str, Any] = {b: {} for b in targets}
+    done = 0
+    for size in sizes:
+        files = write_sessions(corpus, work / f"upto-{size}", done, size - done, 1_760_000_000_000)
+        for backend, target in targets.items():
+            with Archive.open(target) as archive:
+                t = time.perf_counter()
+                report = archive.import_paths(files)
+                took = time.perf_counter() - t
+                stats = archive.stats()
+            analyze_s = analyze(target) if backend == "postgres" else None
+            entry = {
+                "messages": stats.messages,
+                "import_added": report.added,
+                "import_s": round(took, 1),
+                "import_msgs_per_s": round(report.added / took),
+                "db_bytes": stats.db_bytes,
+                "bytes_per_msg": round(stats.db_bytes / max(stats.messages, 1)),
+            }
+            if analyze_s is not None:
+                entry["analyze_s"] = analyze_s
+            entry.update(measure_queries(target, queries))
+            results[backend][str(size)] = entry
+            print(f"  {backend:8} {size:>8}: {json.dumps(entry)}", file=sys.stderr, flush=True)
+        done = size
+    return results
+
+
+def table(results: dict[str, Any], sizes: list[str]) -> str:
+    lines = ["backend   size      import msg/s  p50 ms  p95 ms  max ms  bytes/msg", "-" * 68]
+    for backend, by_size in results.items():
+        for size in sizes:
+            r = by_size[size]
+            lines.append(
+                f"{backend:9} {size:>8}  {r['import_msgs_per_s']:>12}  {r['p50_ms']:>6}  {r['p95_ms']:>6}  "
+                f"{r['max_ms']:>6}  {r['bytes_per_msg']:>9}"
+            )
+        ratio = by_size[sizes[-1]]["p95_ms"] / max(by_size[sizes[0]]["p95_ms"], 0.01)
+        lines.append(f"{backend:9} p95({sizes[-1]})/p95({sizes[0]}) = {ratio:.2f}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pg", default=os.environ.get("PI_MEMORY_TEST_PG"), help="PostgreSQL URL (a schema is made)")
+    parser.add_argument("--sizes", default="30000,300000")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default="bench/results/pg_scale.json")
+    args = parser.parse_args()
+    if not args.pg:
+        parser.error("give --pg URL or set PI_MEMORY_TEST_PG")
+    results = run(args)
+    sizes = [s.strip() for s in args.sizes.split(",")]
+    text = table(results, sizes)
+    print(text)
+    out = {
+        "benchmark": "pg_scale",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
+        "pg": redact(args.pg),
+        "corpus": {"seed": args.seed, "messages_per_session": SESSION_MESSAGES, "passes": PASSES},
+        "results": results,
+        "p95_ratio": {
+            b: round(results[b][sizes[-1]]["p95_ms"] / max(results[b][sizes[0]]["p95_ms"], 0.01), 2) for b in results
+        },
+        "table": text.splitlines(),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""A team archive on PostgreSQL behind the same `Archive` API (issue 9).
+
+Design idea: only storage and candidate retrieval differ from the SQLite
+archive. Parsing (`sources/`), rendering, tokenizing, ranking and formatting
+are the same pure functions, so the same query finds the same messages in the
+same order on either backend. This package is chosen by a URL
+(`postgresql://...` or `postgres://...`) wherever a database path is accepted;
+the driver (`psycopg`, extra `pi-memory[pg]`) is imported only then.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+
+
+def pg_url(target: Path | str | None) -> str | None:
+    """The PostgreSQL URL named by a database argument (or `PI_MEMORY_DB` when None), else None."""
+    if target is None:
+        target = os.environ.get("PI_MEMORY_DB") or None
+    if isinstance(target, str) and target.strip().lower().startswith(URL_SCHEMES):
+        return target.strip()
+    return None
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*):[^@\s]*@")
+_KV_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact(text: str, secret: str | None = None) -> str:
+    """Text with any password (in a URL, a `password=` pair, or the given secret) replaced by ***."""
+    text = _URL_PASSWORD.sub(r"\1:***@", text)
+    text = _KV_PASSWORD.sub(r"\1***", text)
+    if secret:
+        text = text.replace(secret, "***")
+    return text
+
+
+def roles_sql() -> str:
+    """The GRANTs for reader, writer and admin roles (`pg/roles.sql`), to run as the archive's owner."""
+    from importlib.resources import files
+
+    return files(__package__).joinpath("roles.sql").read_text(encoding="utf-8")
+
+
+def team_search_options(archive: object, mine: bool, team: str | None, authors: Sequence[str]) -> dict[str, Any]:
+    """The who-wrote-it search filters as keyword arguments; a clear error on a local archive."""
+    from ..errors import BadInput
+    from .archive import PgArchive
+
+    options: dict[str, Any] = {}
+    if mine:
+        options["mine"] = True
+    if team:
+        options["team"] = team
+    if authors:
+        options["authors"] = tuple(authors)
+    if options and not isinstance(archive, PgArchive):
+        raise BadInput("--mine, --team and --author filter a team archive: use --db postgresql://...")
+    return options

@@ -1,0 +1,286 @@
+"""`PgArchive`: the `Archive` API over a PostgreSQL team archive.
+
+Design idea: a front end cannot tell the backends apart. `Archive.open(url)`
+returns a `PgArchive`, a subclass whose core methods (import, search, read,
+stats, forget) talk to PostgreSQL; the parsing, planning, ranking and
+formatting code is the SQLite archive's own. Methods that exist only for the
+SQLite file (and those other features add to `Archive` before they learn
+PostgreSQL) meet `store`, which answers every attribute with one clear error
+instead of running SQLite SQL against PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, cast
+
+from ..api import (
+    MIN_PREFIX,
+    READ_AFTER,
+    READ_BEFORE,
+    READ_MAX_SIDE,
+    Archive,
+    MessageView,
+    SessionInfo,
+    Stats,
+    Window,
+    parse_since,
+)
+from ..api import _json_meta as json_meta
+from ..errors import ArchiveError, BadInput, NotFound
+from ..ingest import Importer, ImportReport
+from ..search import Hit
+from ..sources.pi import default_sessions_dir
+from ..store import Store
+from .push import PushReport, push
+from .search import PgSearcher, TeamFilters
+from .store import PgStore
+
+if TYPE_CHECKING:
+    from ..memory.service import Memories
+
+
+class _SqliteOnly:
+    """Stands in for the SQLite `Store`: any use says the feature is not on PostgreSQL yet."""
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise ArchiveError(
+            f"this feature works on a local SQLite archive only, not on a PostgreSQL archive (store.{name})"
+        )
+
+
+class PgImporter(Importer):
+    """The SQLite importer's reading and planning, writing through `PgStore.write_sessions`."""
+
+    def __init__(self, store: PgStore) -> None:
+        # plan_session and _read_file call existing_hashes, copied_from_elsewhere and source_file_state,
+        # which PgStore answers with the same meaning
+        super().__init__(cast(Store, store))
+        self.pg = store
+
+    # a team archive forgets whole sessions for everyone and keeps no tombstones (yet)
+    def _forgotten(self, session_id: str) -> set[str]:
+        return set()
+
+    def _forgotten_anywhere(self, hash_: str) -> bool:
+        return False
+
+    def flush(self, report: ImportReport) -> None:
+        if not self._pending:
+            return
+        added, skipped = self.pg.write_sessions(self._pending)
+        report.added += added
+        report.skipped += skipped
+        self._pending, self._pending_messages = [], 0
+
+
+class PgArchive(Archive):
+    """A session archive in a PostgreSQL database shared by a team."""
+
+    def __init__(self, pg: PgStore) -> None:  # noqa: D107 - deliberately not calling Archive.__init__
+        self.pg = pg
+        self.store = cast(Store, _SqliteOnly())
+        self.searcher = PgSearcher(pg)
+
+    @classmethod
+    def connect(cls, url: str) -> PgArchive:
+        return cls(PgStore.connect(url))
+
+    def close(self) -> None:
+        self.pg.close()
+
+    @property
+    def path(self) -> Path:
+        raise ArchiveError(f"{self.pg.path} is a PostgreSQL archive, not a file")
+
+    @property
+    def url(self) -> str:
+        """The archive's URL with any password redacted."""
+        return self.pg.path
+
+    def check(self) -> list[str]:
+        with self.pg.errors():
+            return [] if self.pg.scalar("SELECT count(*) FROM counter") == 1 else ["counter row missing"]
+
+    # --- import ----------------------------------------------------------------------
+
+    def import_paths(
+        self,
+        paths: Iterable[Path | str] | None = None,
+        *,
+        force: bool = False,
+        progress: Callable[[Path], None] | None = None,
+        include_forgotten: bool = False,
+        agent: str | None = None,
+    ) -> ImportReport:
+        if include_forgotten or agent:
+            raise BadInput("--include-forgotten and --agent work on a local archive; push one to the team archive")
+        targets = [Path(p).expanduser() for p in paths] if paths else [default_sessions_dir()]
+        with self.pg.errors():
+            return PgImporter(self.pg).import_paths(targets, force=force, progress=progress)
+
+    # --- search ----------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since: str | int | None = None,
+        session: str | None = None,
+        roles: Iterable[str] = (),
+        scope: str = "content",
+        kinds: Iterable[str] = (),
+        path: str | None = None,
+        agent: str | None = None,
+        *,
+        mine: bool = False,
+        team: str | None = None,
+        authors: Iterable[str] = (),
+    ) -> list[Hit]:
+        """Same as `Archive.search`, plus who wrote it: `mine`, a `team` (group role) or `authors`.
+
+        Runs (scope, kinds, path) and agents are local-archive features: asking for them here is
+        a clear error, not a silently wider search.
+        """
+        if scope != "content" or tuple(kinds) or path or agent:
+            raise BadInput("--scope/--kind/--path/--agent work on a local archive, not on a team archive")
+        since_ms = since if isinstance(since, int) else parse_since(since)
+        with self.pg.errors():
+            session_id = self.resolve_session(session) if session else None
+            filters = TeamFilters(
+                project=project or None,
+                since_ms=since_ms,
+                session_id=session_id,
+                roles=tuple(roles),
+                mine=mine,
+                team=team or None,
+                authors=tuple(authors),
+            )
+            return self.searcher.search(str(query), limit=limit, filters=filters)
+
+    # --- read ------------------------------------------------------------------------
+
+    def resolve_session(self, prefix: str) -> str:
+        prefix = prefix.strip()
+        with self.pg.errors():
+            if self.pg.scalar("SELECT 1 FROM session WHERE id=%s", (prefix,)):
+                return prefix
+            if len(prefix) < MIN_PREFIX:
+                raise BadInput(f"session id {prefix!r} is too short: give at least {MIN_PREFIX} characters")
+            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            ids = [r[0] for r in self.pg.rows("SELECT id FROM session WHERE id LIKE %s LIMIT 2", (escaped + "%",))]
+        if not ids:
+            raise NotFound(f"no session matches {prefix!r}")
+        if len(ids) > 1:
+            raise BadInput(f"session id {prefix!r} is ambiguous: give more characters")
+        return str(ids[0])
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        rows = self.pg.rows(
+            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
+                      (SELECT count(*) FROM msg WHERE session_id = session.id)
+               FROM session WHERE id=%s""",
+            (session_id,),
+        )
+        if not rows:
+            raise NotFound(f"no session {session_id!r}")
+        return SessionInfo(*rows[0])
+
+    def read(
+        self,
+        session: str,
+        around: int | None = None,
+        before: int = READ_BEFORE,
+        after: int = READ_AFTER,
+    ) -> Window:
+        before = max(0, min(int(before), READ_MAX_SIDE))
+        after = max(0, min(int(after), READ_MAX_SIDE))
+        with self.pg.errors(), self.pg.read():
+            sid = self.resolve_session(session)
+            info = self.session_info(sid)
+            pivot = self._pivot(sid, around)
+            if pivot is None:
+                return Window(info, [], around, False, False)
+            ts, seq = pivot
+            cols = "id, seq, ts, role, text, entry_id, meta"
+            older = self.pg.rows(
+                f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts < %s OR (ts = %s AND seq < %s))
+                    ORDER BY ts DESC, seq DESC LIMIT %s""",
+                (sid, ts, ts, seq, before + 1),
+            )
+            newer = self.pg.rows(
+                f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts > %s OR (ts = %s AND seq >= %s))
+                    ORDER BY ts, seq LIMIT %s""",
+                (sid, ts, ts, seq, after + 2),
+            )
+        before_more, after_more = len(older) > before, len(newer) > after + 1
+        rows = list(reversed(older[:before])) + newer[: after + 1]
+        views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], json_meta(r[6])) for r in rows]
+        return Window(info, views, around, before_more, after_more)
+
+    def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
+        if around is None:
+            rows = self.pg.rows(
+                "SELECT ts, seq FROM msg WHERE session_id=%s ORDER BY ts DESC, seq DESC LIMIT 1", (sid,)
+            )
+        else:
+            rows = self.pg.rows("SELECT ts, seq FROM msg WHERE session_id=%s AND id=%s", (sid, int(around)))
+            if not rows:
+                raise NotFound(f"message {around} is not in session {sid}")
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # --- stats -----------------------------------------------------------------------
+
+    def stats(self) -> Stats:
+        with self.pg.errors(), self.pg.read():
+            roles = {str(r): int(n) for r, n in self.pg.rows("SELECT role, count(*) FROM msg GROUP BY role")}
+            sessions, projects = self.pg.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
+            oldest, newest = self.pg.rows("SELECT min(started_at), max(last_at) FROM session")[0]
+            indexed = self.pg.counters().get("indexed_docs", 0)
+            db_bytes = self.pg.db_bytes()
+        return Stats(
+            messages=sum(roles.values()),
+            indexed=indexed,
+            sessions=int(sessions),
+            projects=int(projects),
+            db_bytes=db_bytes,
+            oldest=oldest,
+            newest=newest,
+            roles=roles,
+            path=self.pg.path,
+        )
+
+    # --- team ------------------------------------------------------------------------
+
+    # A team archive forgets whole sessions (for everyone) and counts the rows; a local
+    # archive also forgets runs and messages and returns its plan.
+    def forget(self, session: str) -> int:  # type: ignore[override]
+        """Remove a session's rows for everyone; only its writer or a `pi_memory_admin` member may."""
+        with self.pg.errors():
+            sid = self.resolve_session(session)
+            return self.pg.forget_session(sid)
+
+    def whoami(self) -> dict[str, Any]:
+        """The identity rows are written under: the database role, the display name and this host."""
+        with self.pg.errors():
+            role = self.pg.current_user
+        return {"role": role, "author": self.pg.author or role, "host": self.pg.host}
+
+    def push_from(self, local: Archive, progress: Callable[[PushReport], None] | None = None) -> PushReport:
+        """Copy a local SQLite archive here; re-running adds nothing, an interrupted run resumes."""
+        if isinstance(local, PgArchive):
+            raise BadInput("push copies a local SQLite archive: --from must be a file, not a PostgreSQL URL")
+        with self.pg.errors():
+            return push(local.store, self.pg, progress)
+
+    @property
+    def memories(self) -> Memories:
+        """The memory operations over this archive's memory log (`pg/memory.py`)."""
+        from ..memory.service import Memories as SqliteMemories
+        from .memory import PgMemoryLog
+
+        memories = SqliteMemories(cast(Store, self.pg))
+        memories.log = PgMemoryLog(self.pg)
+        return memories

@@ -1,0 +1,204 @@
+"""The team archive's PostgreSQL schema: an append-only list of migrations.
+
+Each migration runs in one transaction together with its row in
+`schema_version`, under an advisory lock, so concurrent first opens apply it
+once. Shipped migrations are never edited: a change is a new one at the end.
+
+The tables mirror the SQLite archive (`schema.py`), with three differences:
+- Tokens live in one `tokens tsvector` column (the distinct tokens of both
+  channels, made with `array_to_tsvector`, no positions, no dictionary) with a
+  GIN index. The SQLite index keeps two channels, but every token's text already
+  says its kind (one CJK character, a CJK bigram, a word), and words sit in both
+  channels, so one set answers exactly what the two columns answer. A tsvector,
+  unlike a `text[]` with `@>`, is matched without rechecking (detoasting) the row.
+- Every row says who wrote it: `written_by` is the database role, set by a
+  trigger from `current_user` (a client cannot claim another role), `author` a
+  display name (`PI_MEMORY_USER`, default the role) and `host` the machine.
+- Row-level security: anyone with SELECT reads everything; a row can be
+  updated or deleted only by the role that wrote it, or by a member of
+  `pi_memory_admin` (superusers and BYPASSRLS roles bypass the policies).
+  The owner of the tables bypasses them too: run the team's writers as
+  separate roles (see `roles.sql`).
+"""
+
+from __future__ import annotations
+
+ADMIN_ROLE = "pi_memory_admin"
+
+_IS_WRITER_OR_ADMIN = f"""(written_by = current_user OR EXISTS (
+    SELECT 1 FROM pg_roles r WHERE r.rolname = '{ADMIN_ROLE}' AND pg_has_role(current_user, r.oid, 'MEMBER')))"""
+
+
+def _owned_table_policies(table: str) -> str:
+    return f"""
+        ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY {table}_read ON {table} FOR SELECT USING (true);
+        CREATE POLICY {table}_insert ON {table} FOR INSERT WITH CHECK (written_by = current_user);
+        CREATE POLICY {table}_update ON {table} FOR UPDATE USING {_IS_WRITER_OR_ADMIN};
+        CREATE POLICY {table}_delete ON {table} FOR DELETE USING {_IS_WRITER_OR_ADMIN};
+        CREATE TRIGGER {table}_identity BEFORE INSERT ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_identity();
+    """
+
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_team_archive",
+        """
+        CREATE FUNCTION pi_memory_identity() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          NEW.written_by := current_user;
+          NEW.author := coalesce(nullif(NEW.author, ''), current_user);
+          RETURN NEW;
+        END $$;
+
+        CREATE TABLE session (
+          id             text PRIMARY KEY,
+          agent          text NOT NULL DEFAULT 'pi',
+          cwd            text NOT NULL DEFAULT '',
+          project        text NOT NULL DEFAULT '',
+          started_at     bigint NOT NULL,
+          last_at        bigint NOT NULL,
+          name           text,
+          parent_session text,
+          source_path    text,
+          first_user     text,
+          written_by     text NOT NULL DEFAULT current_user,
+          author         text NOT NULL DEFAULT current_user,
+          host           text NOT NULL DEFAULT ''
+        );
+        CREATE INDEX session_project ON session(project);
+
+        CREATE TABLE msg (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id text    NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          seq        integer NOT NULL,
+          ts         bigint  NOT NULL,
+          role       text    NOT NULL,
+          text       text    NOT NULL,
+          nchars     integer NOT NULL,
+          indexed    boolean NOT NULL,
+          entry_id   text,
+          parent_id  text,
+          meta       text,
+          hash       text    NOT NULL,
+          tokens     tsvector NOT NULL DEFAULT '',
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT '',
+          UNIQUE (session_id, hash)
+        );
+        CREATE INDEX msg_session_order ON msg(session_id, ts, seq);
+        CREATE INDEX msg_entry ON msg(entry_id) WHERE entry_id IS NOT NULL;
+        -- no pending list: a query never scans unsorted recent entries, and its cost stays predictable
+        CREATE INDEX msg_tokens ON msg USING gin(tokens) WITH (fastupdate = off);
+        -- ANALYZE keeps the ~10,000 most common tokens and their frequencies: the document
+        -- frequencies of common tokens are read from there instead of counted (pg/search.py)
+        ALTER TABLE msg ALTER COLUMN tokens SET STATISTICS 1000;
+        CREATE INDEX msg_writer ON msg(written_by);
+
+        CREATE TABLE entry (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id text   NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          entry_key  text   NOT NULL,
+          entry_id   text,
+          type       text   NOT NULL,
+          ts         bigint NOT NULL,
+          msg_id     bigint REFERENCES msg(id) ON DELETE CASCADE,
+          raw        bytea  NOT NULL,
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT '',
+          UNIQUE (session_id, entry_key)
+        );
+        CREATE INDEX entry_msg ON entry(msg_id) WHERE msg_id IS NOT NULL;
+
+        -- per machine: the same path on two laptops is two files
+        CREATE TABLE source_file (
+          host        text   NOT NULL,
+          path        text   NOT NULL,
+          session_id  text,
+          size        bigint NOT NULL,
+          mtime_ns    bigint NOT NULL,
+          imported_at bigint NOT NULL,
+          written_by  text   NOT NULL DEFAULT current_user,
+          author      text   NOT NULL DEFAULT current_user,
+          PRIMARY KEY (host, path)
+        );
+
+        -- one row, updated last in each write transaction (row lock held only until commit)
+        CREATE TABLE counter (
+          only_row      boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+          indexed_docs  bigint NOT NULL DEFAULT 0,
+          indexed_chars bigint NOT NULL DEFAULT 0
+        );
+        INSERT INTO counter DEFAULT VALUES;
+        """
+        + _owned_table_policies("session")
+        + _owned_table_policies("msg")
+        + _owned_table_policies("entry")
+        + _owned_table_policies("source_file"),
+    ),
+]
+
+
+def _append_only(table: str) -> str:
+    return f"""
+        CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_refuse_change();
+        CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+          FOR EACH STATEMENT EXECUTE FUNCTION pi_memory_refuse_change();
+        CREATE TRIGGER {table}_identity BEFORE INSERT ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_identity();
+    """
+
+
+# The memory log (see `pi_memory.memory`): one hash chain per workspace, the newest chain of a
+# workspace is its active one; rows are only ever added (the triggers refuse UPDATE, DELETE and
+# TRUNCATE, for the owner too). Appends to one workspace are serialized by
+# `pg_advisory_xact_lock(hashtext(workspace))`; the primary key (chain, seq) is the last guard.
+MIGRATIONS.append(
+    (
+        "m002_memory_log",
+        """
+        CREATE FUNCTION pi_memory_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
+        END $$;
+
+        CREATE TABLE memory_chain (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          workspace  text   NOT NULL,
+          created_at bigint NOT NULL,
+          note       text   NOT NULL DEFAULT '',
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT ''
+        );
+        CREATE INDEX memory_chain_workspace ON memory_chain(workspace, id);
+
+        CREATE TABLE memory_event (
+          chain      bigint  NOT NULL REFERENCES memory_chain(id),
+          seq        integer NOT NULL,
+          prev_hash  text    NOT NULL,
+          hash       text    NOT NULL,
+          event      text    NOT NULL,
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT '',
+          PRIMARY KEY (chain, seq)
+        );
+        """
+        + _append_only("memory_chain")
+        + _append_only("memory_event"),
+    )
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+CREATE_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+  version    integer PRIMARY KEY,
+  name       text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+)"""

@@ -1,0 +1,496 @@
+"""The team archive's connection: migrations, short transactions, the write path, reads.
+
+Design idea: the same rules as the SQLite store, kept by PostgreSQL's own
+machinery. Every write is one short transaction of at most `BATCH` messages
+holding only SQL (parsing, rendering and tokenizing happen before it starts).
+A message is new when its `(session_id, hash)` is; `INSERT ... ON CONFLICT DO
+NOTHING` makes any replay harmless. The session row is locked (`FOR UPDATE`,
+or the upsert's own lock) before seqs are allocated, so concurrent writers to
+one session never share a seq, and writers to different sessions never wait
+for each other except on the one-row counter, updated last so its lock is held
+only until commit.
+
+Credentials come from the URL or the standard libpq environment (PGPASSWORD,
+~/.pgpass, PGSERVICE ...); error messages pass through `redact` and never show
+a password.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import ArchiveError
+from ..ingest import BATCH, SessionWrite
+from ..store import NewEntry, NewMessage, SessionRow, compress
+from . import redact
+from .schema import CREATE_VERSION_TABLE, MIGRATIONS, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import psycopg
+
+CONNECT_TIMEOUT_S = 10
+MIGRATION_LOCK = "pi_memory_migrate"
+TABLES = ("session", "msg", "entry", "source_file", "counter")
+DEADLOCK_RETRIES = 5
+T = TypeVar("T")
+
+
+class PermissionDenied(ArchiveError):
+    pass
+
+
+def _driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise ArchiveError("a PostgreSQL archive needs the psycopg driver: pip install 'pi-memory[pg]'") from None
+    return psycopg
+
+
+def pg_text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; the content hash (computed before) still names the original."""
+    return value.replace("\x00", "\ufffd")
+
+
+MAX_LEXEME_BYTES = 2000  # PostgreSQL refuses longer tsvector lexemes (a pasted blob without separators)
+
+
+def indexable(token: str) -> bool:
+    return len(token.encode()) <= MAX_LEXEME_BYTES
+
+
+def message_tokens(m: NewMessage) -> list[str]:
+    """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
+    if not m.indexed:
+        return []
+    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) if indexable(t))
+
+
+def _meta_json(meta: dict[str, Any]) -> str | None:
+    # json.dumps escapes NUL as \u0000, so the text column accepts it
+    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str) if meta else None
+
+
+Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
+
+
+def pack(units: list[SessionWrite]) -> list[list[Chunk]]:
+    """Split units into chunks of at most BATCH messages and group chunks into transactions of about BATCH."""
+    txns: list[list[Chunk]] = [[]]
+    size = 0
+    for unit in units:
+        starts = list(range(0, len(unit.messages), BATCH)) or [0]
+        for i, start in enumerate(starts):
+            chunk = unit.messages[start : start + BATCH]
+            if size and size + len(chunk) > BATCH:
+                txns.append([])
+                size = 0
+            txns[-1].append((unit, chunk, i == 0, i == len(starts) - 1))
+            size += len(chunk)
+    return [t for t in txns if t]
+
+
+class PgStore:
+    """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
+
+    def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
+        self.conn = conn
+        self.url = url
+        self.path = redact(url)  # what Stats and messages show
+        self.author = os.environ.get("PI_MEMORY_USER") or None
+        self.host = socket.gethostname()
+
+    # --- opening ------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, url: str) -> PgStore:
+        psycopg = _driver()
+        try:
+            conn = psycopg.connect(
+                url, autocommit=True, application_name="pi-memory", connect_timeout=CONNECT_TIMEOUT_S
+            )
+        except psycopg.Error as exc:
+            raise ArchiveError(f"cannot connect to {redact(url)}: {_first_line(exc, url)}") from None
+        store = cls(conn, url)
+        with store.errors():
+            # every query here is small: compiling one (JIT) costs more than it saves
+            conn.execute("SET jit = off")
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """Driver errors become one clear line, with any password redacted."""
+        psycopg = _driver()
+        try:
+            yield
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PermissionDenied(
+                f"permission denied: role {self.current_user_safe()!r} cannot do this on {self.path} "
+                f"({_first_line(exc, self.url)})"
+            ) from None
+        except psycopg.Error as exc:
+            raise ArchiveError(f"PostgreSQL archive {self.path}: {_first_line(exc, self.url)}") from None
+
+    def current_user_safe(self) -> str:
+        try:
+            return str(self.scalar("SELECT current_user"))
+        except Exception:  # the connection may be the thing that failed
+            return "?"
+
+    @property
+    def current_user(self) -> str:
+        return str(self.scalar("SELECT current_user"))
+
+    def schema_version(self) -> int:
+        if self.scalar("SELECT to_regclass('schema_version')") is None:
+            return 0
+        return int(self.scalar("SELECT coalesce(max(version), 0) FROM schema_version") or 0)
+
+    def migrate(self) -> None:
+        """Apply pending migrations in one transaction, under an advisory lock (concurrent opens wait)."""
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.path} has schema version {current}, newer than this pi-memory ({SCHEMA_VERSION}); upgrade pi-memory"
+            )
+        if current == SCHEMA_VERSION:
+            return
+        with self.write():
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (MIGRATION_LOCK,))
+            self.conn.execute(CREATE_VERSION_TABLE)
+            current = self.schema_version()
+            for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+                if version <= current:
+                    continue
+                self.conn.execute(sql.encode())
+                self.conn.execute("INSERT INTO schema_version(version, name) VALUES (%s, %s)", (version, name))
+
+    # --- transactions and plain queries --------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A transaction around multi-statement reads (nested calls join the outer one)."""
+        with self.conn.transaction():
+            yield
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        row = self.conn.execute(sql.encode(), params).fetchone()
+        return row[0] if row else None
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql.encode(), params).fetchall())
+
+    # --- what the importer asks before writing --------------------------------------
+
+    def existing_hashes(self, session_id: str) -> dict[str, bool]:
+        return {
+            str(h): bool(missing)
+            for h, missing in self.rows("SELECT hash, entry_id IS NULL FROM msg WHERE session_id=%s", (session_id,))
+        }
+
+    def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
+        if not entry_id:
+            return False
+        return self.scalar("SELECT 1 FROM msg WHERE entry_id=%s AND hash=%s LIMIT 1", (entry_id, hash_)) is not None
+
+    def source_file_state(self, path: str) -> tuple[int, int] | None:
+        rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE host=%s AND path=%s", (self.host, path))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # --- the write path -------------------------------------------------------------
+
+    def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
+        """Write sessions in packed short transactions. Returns (added, duplicates)."""
+        added_sessions: set[str] = set()
+        added = skipped = 0
+        for txn in pack(units):
+            # every writer locks session rows in id order, then the counter row: no lock cycles
+            txn.sort(key=lambda chunk: chunk[0].session_id)
+            new = self._retry(partial(self._write_txn, txn))
+            for (unit, chunk, _first, _last), inserted in zip(txn, new, strict=True):
+                added += len(inserted)
+                skipped += len(chunk) - len(inserted)
+                if inserted:
+                    added_sessions.add(unit.session_id)
+        if added_sessions:
+            with self.write():
+                self._update_first_user(sorted(added_sessions))
+        return added, skipped
+
+    def _write_txn(self, txn: list[Chunk]) -> list[list[NewMessage]]:
+        with self.write():
+            new = [self._write_chunk(unit, chunk, first, last) for unit, chunk, first, last in txn]
+            indexed = [m for inserted in new for m in inserted if m.indexed]
+            if indexed:
+                self.conn.execute(
+                    "UPDATE counter SET indexed_docs = indexed_docs + %s, indexed_chars = indexed_chars + %s",
+                    (len(indexed), sum(len(m.text) for m in indexed)),
+                )
+        return new
+
+    def _retry(self, fn: Callable[[], T]) -> T:
+        """Run one transaction, again if PostgreSQL chose it as a deadlock victim (it was rolled back whole)."""
+        psycopg = _driver()
+        for attempt in range(DEADLOCK_RETRIES):
+            try:
+                return fn()
+            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+                if attempt == DEADLOCK_RETRIES - 1:
+                    raise
+                time.sleep(0.01 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    def _write_chunk(self, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool) -> list[NewMessage]:
+        sid = unit.session_id
+        if first and unit.row is not None:
+            self._ensure_session(unit.row)
+        elif self.scalar("SELECT 1 FROM session WHERE id=%s FOR UPDATE", (sid,)) is None:
+            raise ArchiveError(f"no session {sid!r} in the team archive: write its session row first")
+        new = self._new_messages(sid, chunk)
+        ids = self._insert_messages(sid, new)
+        self._insert_raw(sid, [(m, ids[m.hash]) for m in new if m.hash in ids and m.raw is not None])
+        if first and unit.entries:
+            self._insert_entries(unit.entries)
+        inserted = [m for m in new if m.hash in ids]
+        if inserted:
+            self.conn.execute(
+                "UPDATE session SET last_at = greatest(last_at, %s) WHERE id=%s", (max(m.ts for m in inserted), sid)
+            )
+        if last and unit.source is not None:
+            self._record_source_file(unit.source, sid)
+        return inserted
+
+    def _ensure_session(self, row: SessionRow) -> None:
+        self.conn.execute(
+            """
+            INSERT INTO session(id, agent, cwd, project, started_at, last_at, name, parent_session, source_path,
+                                author, host)
+            VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)
+            ON CONFLICT (id) DO UPDATE SET
+              cwd = CASE WHEN excluded.cwd <> '' THEN excluded.cwd ELSE session.cwd END,
+              project = CASE WHEN excluded.project <> '' THEN excluded.project ELSE session.project END,
+              started_at = least(session.started_at, excluded.started_at),
+              last_at = greatest(session.last_at, excluded.last_at),
+              name = coalesce(excluded.name, session.name),
+              parent_session = coalesce(excluded.parent_session, session.parent_session),
+              source_path = coalesce(excluded.source_path, session.source_path)
+            """,
+            (
+                row.id,
+                row.agent,
+                pg_text(row.cwd),
+                pg_text(row.project),
+                row.started_at,
+                row.last_at,
+                pg_text(row.name) if row.name else None,
+                row.parent_session,
+                pg_text(row.source_path) if row.source_path else None,
+                self.author,
+                self.host,
+            ),
+        )
+
+    def _new_messages(self, sid: str, chunk: list[NewMessage]) -> list[NewMessage]:
+        """The chunk's messages not yet archived (first copy of a repeated hash only); fills missing entry ids."""
+        existing = {
+            str(h): bool(missing)
+            for h, missing in self.rows(
+                "SELECT hash, entry_id IS NULL FROM msg WHERE session_id=%s AND hash = ANY(%s)",
+                (sid, [m.hash for m in chunk]),
+            )
+        }
+        new: list[NewMessage] = []
+        seen: set[str] = set()
+        for m in chunk:
+            if m.hash in existing:
+                if existing[m.hash] and m.entry_id:
+                    self._reconcile_entry_id(sid, m)
+            elif m.hash not in seen:
+                seen.add(m.hash)
+                new.append(m)
+        return new
+
+    def _insert_messages(self, sid: str, new: list[NewMessage]) -> dict[str, int]:
+        """Insert with consecutive seqs after the session's last one; returns hash -> new id."""
+        if not new:
+            return {}
+        base = int(self.scalar("SELECT coalesce(max(seq), 0) FROM msg WHERE session_id=%s", (sid,)) or 0)
+        params = [
+            (
+                sid,
+                base + i,
+                m.ts,
+                m.role,
+                pg_text(m.text),
+                len(m.text),
+                m.indexed,
+                m.entry_id,
+                m.parent_id,
+                _meta_json(m.meta),
+                m.hash,
+                message_tokens(m),
+                self.author,
+                self.host,
+            )
+            for i, m in enumerate(new, start=1)
+        ]
+        ids: dict[str, int] = {}
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash,
+                                   tokens, author, host)
+                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,array_to_tsvector(%s::text[]),%s,%s)
+                   ON CONFLICT (session_id, hash) DO NOTHING RETURNING id, hash""",
+                params,
+                returning=True,
+            )
+            while True:
+                row = cur.fetchone()
+                if row is not None:
+                    ids[str(row[1])] = int(row[0])
+                if not cur.nextset():
+                    break
+        return ids
+
+    def _insert_raw(self, sid: str, pairs: list[tuple[NewMessage, int]]) -> None:
+        if not pairs:
+            return
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw, author, host)
+                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (session_id, entry_key) DO NOTHING""",
+                [
+                    (
+                        sid,
+                        "msg:" + m.hash,
+                        m.entry_id,
+                        m.entry_type,
+                        m.ts,
+                        msg_id,
+                        compress(m.raw or b""),
+                        self.author,
+                        self.host,
+                    )
+                    for m, msg_id in pairs
+                ],
+            )
+
+    def _insert_entries(self, entries: list[NewEntry]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw, author, host)
+                   VALUES (%s,%s,%s,%s,%s,NULL,%s,%s,%s) ON CONFLICT (session_id, entry_key) DO NOTHING""",
+                [
+                    (e.session_id, e.key, e.entry_id, e.type, e.ts, compress(e.raw), self.author, self.host)
+                    for e in entries
+                ],
+            )
+
+    def _reconcile_entry_id(self, sid: str, m: NewMessage) -> None:
+        """A message captured live (no entry id) and later imported from its file gets its entry id."""
+        row = self.conn.execute(
+            "UPDATE msg SET entry_id=%s, parent_id=%s WHERE session_id=%s AND hash=%s AND entry_id IS NULL RETURNING id",
+            (m.entry_id, m.parent_id, sid, m.hash),
+        ).fetchone()
+        if row is not None and m.raw is not None:
+            self.conn.execute(
+                "UPDATE entry SET raw=%s, entry_id=%s, type=%s WHERE msg_id=%s",
+                (compress(m.raw), m.entry_id, m.entry_type, row[0]),
+            )
+
+    def _record_source_file(self, source: tuple[str, int, int], sid: str) -> None:
+        path, size, mtime_ns = source
+        self.conn.execute(
+            """INSERT INTO source_file(host, path, session_id, size, mtime_ns, imported_at, author)
+               VALUES (%s,%s,%s,%s,%s,%s,%s)
+               ON CONFLICT (host, path) DO UPDATE SET session_id=excluded.session_id, size=excluded.size,
+                 mtime_ns=excluded.mtime_ns, imported_at=excluded.imported_at""",
+            (self.host, pg_text(path), sid, size, mtime_ns, int(time.time() * 1000), self.author),
+        )
+
+    def _update_first_user(self, session_ids: list[str]) -> None:
+        self.conn.execute(
+            """UPDATE session SET first_user = (
+                 SELECT substr(text, 1, 200) FROM msg WHERE session_id = session.id AND role = 'user'
+                 ORDER BY ts, seq LIMIT 1)
+               WHERE id = ANY(%s)""",
+            (session_ids,),
+        )
+
+    def lock_workspace(self, workspace: str) -> None:
+        """Serialize memory-log appends to one workspace until the transaction ends (other workspaces go on)."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workspace,))
+
+    # --- forgetting -------------------------------------------------------------------
+
+    def forget_session(self, session_id: str) -> int:
+        """Delete a session and everything in it, for everyone. Row-level security decides who may."""
+        with self.write():
+            docs, chars, total = self.rows(
+                """SELECT count(*) FILTER (WHERE indexed), coalesce(sum(nchars) FILTER (WHERE indexed), 0), count(*)
+                   FROM msg WHERE session_id=%s""",
+                (session_id,),
+            )[0]
+            deleted = self.conn.execute("DELETE FROM session WHERE id=%s", (session_id,)).rowcount
+            if deleted == 0:
+                writer = self.scalar("SELECT written_by FROM session WHERE id=%s", (session_id,))
+                if writer is None:
+                    from ..errors import NotFound
+
+                    raise NotFound(f"no session {session_id!r}")
+                raise PermissionDenied(
+                    f"permission denied: session {session_id} was written by {writer!r}; only that role or a "
+                    f"member of pi_memory_admin can forget it"
+                )
+            self.conn.execute(
+                "UPDATE counter SET indexed_docs = indexed_docs - %s, indexed_chars = indexed_chars - %s",
+                (int(docs), int(chars)),
+            )
+        return int(total)
+
+    # --- reads ------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        row = self.conn.execute("SELECT indexed_docs, indexed_chars FROM counter").fetchone()
+        return {"indexed_docs": int(row[0]), "indexed_chars": int(row[1])} if row else {}
+
+    def max_msg_id(self) -> int:
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
+
+    def db_bytes(self) -> int:
+        return int(
+            self.scalar("SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) t", (list(TABLES),))
+            or 0
+        )
+
+
+def _first_line(exc: BaseException, url: str) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return redact(line, _password_of(url))
+
+
+def _password_of(url: str) -> str | None:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        value = conninfo_to_dict(url).get("password")
+    except Exception:
+        return None
+    return str(value) if value else None
