@@ -19,7 +19,6 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -52,7 +51,9 @@ def live_writes(archive: Archive, docs: list[str], n: int) -> list[float]:
     ms = []
     for i in range(n):
         text = docs[i % len(docs)]
-        m = NewMessage(sid, 1_800_000_000_000 + i, "user" if i % 2 == 0 else "assistant", text, True, None, None, {}, "")
+        m = NewMessage(
+            sid, 1_800_000_000_000 + i, "user" if i % 2 == 0 else "assistant", text, True, None, None, {}, ""
+        )
         m.hash = message_hash(m.role, m.ts, text)
         with Timer() as t:
             m.prepare()
@@ -116,7 +117,10 @@ def main() -> None:
             ["messages imported", report.added],
             ["import msg/s", round(import_rate)],
             ["live write p50 / p99 ms", f"{data['live_write_ms']['p50']} / {data['live_write_ms']['p99']}"],
-            ["search p50 / p95 / max ms", f"{data['search_ms']['p50']} / {data['search_ms']['p95']} / {data['search_ms']['max']}"],
+            [
+                "search p50 / p95 / max ms",
+                f"{data['search_ms']['p50']} / {data['search_ms']['p95']} / {data['search_ms']['max']}",
+            ],
             ["DB bytes per message", data["db_bytes_per_msg"]],
             ["FTS index bytes per indexed message", data["index_bytes_per_indexed_msg"]],
             ["verbatim store bytes / source bytes", f"{entry_bytes} / {source_bytes}" if sizes else "dbstat missing"],

@@ -50,7 +50,9 @@ def git_commit() -> str:
     try:
         here = Path(__file__).resolve().parent
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--", "src"], capture_output=True, text=True)
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--", "src"], capture_output=True, text=True
+        )
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -107,9 +109,9 @@ def save_json(path: Path | None, data: dict[str, Any]) -> None:
 def table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))
     out = [line, "  ".join("-" * w for w in widths)]
-    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(out)
 
 

@@ -98,70 +98,77 @@ _WORD = re.compile(r"[a-z]{4,}")
 _IDENT = re.compile(r"\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Za-z]+_[A-Za-z0-9_]+\b")
 
 
-def fragment_sets(docs: list[Doc], rng: random.Random, per_set: int) -> list[Query]:
+class FragmentSampler:
     """Exact fragments, each contained in exactly one document (after normalization)."""
-    norm = [normalize(d.text) for d in docs]
-    out: list[Query] = []
 
-    def unique(parts: list[str], target: int) -> bool:
+    def __init__(self, docs: list[Doc], rng: random.Random) -> None:
+        self.docs = docs
+        self.rng = rng
+        self.norm = [normalize(d.text) for d in docs]
+
+    def unique(self, parts: list[str], target: int) -> bool:
         hits = 0
-        for i, text in enumerate(norm):
+        for i, text in enumerate(self.norm):
             if all(_contains(text, p) for p in parts):
                 hits += 1
                 if hits > 1 or i != target:
                     return False
         return hits == 1
 
-    def sample(name: str, make: Callable[[int], list[str] | None]) -> None:
-        found, tries = 0, 0
-        while found < per_set and tries < per_set * 60:
-            tries += 1
-            idx = rng.randrange(len(docs))
-            parts = make(idx)
-            if not parts or not unique([normalize(p) for p in parts], idx):
-                continue
-            out.append(Query(name, " ".join(parts), idx))
-            found += 1
+    def sample(self, name: str, make: Callable[[str], list[str] | None], per_set: int) -> list[Query]:
+        out: list[Query] = []
+        for _ in range(per_set * 60):
+            if len(out) >= per_set:
+                break
+            idx = self.rng.randrange(len(self.docs))
+            parts = make(self.docs[idx].text)
+            if parts and len(set(parts)) == len(parts) and self.unique([normalize(p) for p in parts], idx):
+                out.append(Query(name, " ".join(parts), idx))
+        return out
 
-    def cjk_run(n: int) -> Callable[[int], list[str] | None]:
-        def make(idx: int) -> list[str] | None:
-            text = docs[idx].text
+    def single_chars(self, per_set: int) -> list[Query]:
+        """CJK characters found in exactly one document, from the char -> documents table."""
+        char_docs: dict[str, list[int]] = {}
+        for i, text in enumerate(self.norm):
+            for ch in set(text):
+                if is_cjk(ch):
+                    char_docs.setdefault(ch, []).append(i)
+        singles = sorted(ch for ch, ds in char_docs.items() if len(ds) == 1)
+        return [Query("frag-1cjk", ch, char_docs[ch][0]) for ch in self.rng.sample(singles, min(per_set, len(singles)))]
+
+    def cjk_run(self, n: int) -> Callable[[str], list[str] | None]:
+        def make(text: str) -> list[str] | None:
             starts = [m.start() for m in re.finditer(f"[\u3400-\u9fff]{{{n}}}", text)]
             if not starts:
                 return None
-            s = rng.choice(starts)
+            s = self.rng.choice(starts)
             return [text[s : s + n]]
 
         return make
 
-    def two_cjk_words(idx: int) -> list[str] | None:
-        grams = [m.group(1) for m in _CJK2.finditer(docs[idx].text)]
-        if len(grams) < 6:
-            return None
-        a, b = rng.sample(grams, 2)
-        return [a, b] if a != b else None
+    def two_of(self, pattern: re.Pattern[str]) -> Callable[[str], list[str] | None]:
+        def make(text: str) -> list[str] | None:
+            items = [m if isinstance(m, str) else m[0] for m in pattern.findall(text)]
+            return self.rng.sample(items, 2) if len(items) >= 6 else None
 
-    def two_english_words(idx: int) -> list[str] | None:
-        words = _WORD.findall(docs[idx].text)
-        if len(words) < 6:
-            return None
-        a, b = rng.sample(words, 2)
-        return [a, b] if a != b else None
+        return make
 
-    def ident_and_cjk(idx: int) -> list[str] | None:
-        idents = _IDENT.findall(docs[idx].text)
-        grams = [m.group(1) for m in _CJK2.finditer(docs[idx].text)]
+    def ident_and_cjk(self, text: str) -> list[str] | None:
+        idents = _IDENT.findall(text)
+        grams = _CJK2.findall(text)
         if not idents or not grams:
             return None
-        return [rng.choice(idents), rng.choice(grams)]
+        return [self.rng.choice(idents), self.rng.choice(grams)]
 
-    sample("frag-1cjk", cjk_run(1))
-    sample("frag-2cjk", cjk_run(2))
-    sample("frag-4cjk", cjk_run(4))
-    sample("frag-2zh-words", two_cjk_words)
-    sample("frag-2en-words", two_english_words)
-    sample("frag-ident+zh", ident_and_cjk)
-    return out
+    def all_sets(self, per_set: int) -> list[Query]:
+        return (
+            self.single_chars(per_set)
+            + self.sample("frag-2cjk", self.cjk_run(2), per_set)
+            + self.sample("frag-4cjk", self.cjk_run(4), per_set)
+            + self.sample("frag-2zh-words", self.two_of(_CJK2), per_set)
+            + self.sample("frag-2en-words", self.two_of(_WORD), per_set)
+            + self.sample("frag-ident+zh", self.ident_and_cjk, per_set)
+        )
 
 
 def _contains(norm_text: str, part: str) -> bool:
@@ -277,6 +284,74 @@ def build_archive(docs: list[Doc], work: Path) -> tuple[Archive, dict[int, int]]
     return archive, msg_to_doc
 
 
+def apply_overrides(settings: list[str]) -> None:
+    """`search.RARE_CANDIDATES=100` or `ranking.PHRASE_WEIGHT=0.5`: for tuning runs only."""
+    from pi_memory import ranking, search
+
+    modules = {"search": search, "ranking": ranking}
+    for item in settings:
+        target, value = item.split("=", 1)
+        mod, name = target.split(".", 1)
+        current = getattr(modules[mod], name)
+        setattr(modules[mod], name, type(current)(value))
+        print(f"override {target} = {value}")
+
+
+def run_systems(
+    runners: dict[str, Callable[[str], list[int]]], queries: list[Query]
+) -> tuple[dict[str, dict[str, Any]], dict[str, list[int | None]]]:
+    """Every query through every system: metrics per set, and each query's rank per system."""
+    set_names = list(dict.fromkeys(q.set for q in queries))
+    results: dict[str, dict[str, Any]] = {}
+    ranks_by: dict[str, list[int | None]] = {}
+    for name, run in runners.items():
+        per_set: dict[str, list[int | None]] = {s: [] for s in set_names}
+        ms: list[float] = []
+        for q in queries:
+            rank: int | None = None
+            if name != "like" or q.set.startswith("frag"):  # LIKE applies to exact fragments only
+                with Timer() as t:
+                    got = run(q.text)
+                ms.append(t.ms)
+                rank = got.index(q.target) if q.target in got else None
+                per_set[q.set].append(rank)
+            ranks_by.setdefault(name, []).append(rank)
+        results[name] = {s: metrics(r) for s, r in per_set.items() if r}
+        results[name]["_latency_ms"] = latency_summary(ms)
+    return results, ranks_by
+
+
+def print_report(
+    results: dict[str, dict[str, Any]], ranks_by: dict[str, list[int | None]], queries: list[Query], show_misses: int
+) -> None:
+    set_names = list(dict.fromkeys(q.set for q in queries))
+    rows = [
+        [s, name, m["n"], m["R@1"], m["R@5"], m["R@10"], m["MRR@10"]]
+        for s in set_names
+        for name in results
+        if (m := results[name].get(s))
+    ]
+    print(table(["query set", "system", "n", "R@1", "R@5", "R@10", "MRR@10"], rows))
+    print()
+    lat = [[n, *[results[n]["_latency_ms"][k] for k in ("p50", "p95", "max")]] for n in results]
+    print(table(["system (this small archive)", "p50 ms", "p95 ms", "max ms"], lat))
+    if "project" not in results or "bm25" not in results:
+        return
+    mine, theirs = results["project"], results["bm25"]
+    worse = [
+        s
+        for s in set_names
+        if mine[s]["R@1"] < theirs[s]["R@1"] - 1e-9 or mine[s]["MRR@10"] < theirs[s]["MRR@10"] - 1e-9
+    ]
+    print("\nproject >= bm25 on R@1 and MRR@10 in every set" if not worse else f"\nproject below bm25 in: {worse}")
+    # queries where bm25 put the target higher than the project: what tuning looks at
+    shown: dict[str, int] = {}
+    for q, a, b in zip(queries, ranks_by["project"], ranks_by["bm25"], strict=True):
+        if b is not None and (a is None or a > b) and shown.get(q.set, 0) < show_misses:
+            shown[q.set] = shown.get(q.set, 0) + 1
+            print(f"  miss [{q.set}] {q.text!r}: project rank {a}, bm25 rank {b}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=Path("../shared/corpora"))
@@ -285,18 +360,23 @@ def main() -> None:
     ap.add_argument("--fragments", type=int, default=0, help="queries per fragment set (default 40 quick, 150 full)")
     ap.add_argument("--only", default="", help="comma-separated systems to run (project,spec,bm25,like)")
     ap.add_argument("--show-misses", type=int, default=0, help="print this many project misses per set")
+    ap.add_argument("--set", action="append", default=[], help="override a tuning constant: search.NAME=VALUE")
+    ap.add_argument("--keep", type=Path, default=None, help="build the archive in this folder and keep it")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    apply_overrides(args.set)
     rng = random.Random(args.seed)
     docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng)
-    frags = fragment_sets(docs, rng, args.fragments or (40 if args.quick else 150))
+    frags = FragmentSampler(docs, rng).all_sets(args.fragments or (40 if args.quick else 150))
     queries = cmrc_q + vue_q + frags
-    work = Path(tempfile.mkdtemp(prefix="pi-memory-quality-"))
+    work = args.keep or Path(tempfile.mkdtemp(prefix="pi-memory-quality-"))
+    if args.keep:
+        shutil.rmtree(work, ignore_errors=True)
     try:
         with Timer() as t_build:
             archive, msg_to_doc = build_archive(docs, work)
             systems = Systems(archive, msg_to_doc)
-        print(f"{len(docs)} documents, {len(msg_to_doc)} mapped messages, {len(queries)} queries, built in {t_build.ms / 1000:.1f} s")
+        print(f"{len(docs)} documents, {len(queries)} queries, built in {t_build.ms / 1000:.1f} s")
         runners: dict[str, Callable[[str], list[int]]] = {
             "project": systems.project,
             "spec": systems.spec,
@@ -305,53 +385,16 @@ def main() -> None:
         }
         if args.only:
             runners = {k: v for k, v in runners.items() if k in args.only.split(",")}
-        results: dict[str, dict[str, Any]] = {}
-        set_names = list(dict.fromkeys(q.set for q in queries))
-        misses: dict[str, list[str]] = {}
-        for name, run in runners.items():
-            per_set: dict[str, list[int | None]] = {s: [] for s in set_names}
-            ms: list[float] = []
-            for q in queries:
-                if name == "like" and not q.set.startswith("frag"):
-                    continue
-                with Timer() as t:
-                    got = run(q.text)
-                ms.append(t.ms)
-                rank = got.index(q.target) if q.target in got else None
-                per_set[q.set].append(rank)
-                if name == "project" and rank != 0:
-                    misses.setdefault(q.set, []).append(f"{q.text!r} -> rank {rank}")
-            results[name] = {s: metrics(r) for s, r in per_set.items() if r}
-            results[name]["_latency_ms"] = latency_summary(ms)
-        rows = []
-        for s in set_names:
-            for name in runners:
-                if s in results[name]:
-                    m = results[name][s]
-                    rows.append([s, name, m["n"], m["R@1"], m["R@5"], m["R@10"], m["MRR@10"]])
-        print(table(["query set", "system", "n", "R@1", "R@5", "R@10", "MRR@10"], rows))
-        print()
-        print(table(["system", "p50 ms", "p95 ms", "max ms"], [[n, *[results[n]["_latency_ms"][k] for k in ("p50", "p95", "max")]] for n in runners]))
-        if "project" in results and "bm25" in results:
-            worse = [
-                s
-                for s in set_names
-                if s in results["project"]
-                and (
-                    results["project"][s]["R@1"] < results["bm25"][s]["R@1"] - 1e-9
-                    or results["project"][s]["MRR@10"] < results["bm25"][s]["MRR@10"] - 1e-9
-                )
-            ]
-            print("\nproject >= bm25 on R@1 and MRR@10 in every set" if not worse else f"\nproject below bm25 in: {worse}")
-        for s, lines in misses.items():
-            for line in lines[: args.show_misses]:
-                print(f"  miss [{s}] {line}")
+        results, ranks_by = run_systems(runners, queries)
+        print_report(results, ranks_by, queries, args.show_misses)
         data = result_header("quality", {k: str(v) for k, v in vars(args).items()})
         data.update({"documents": len(docs), "queries": len(queries), "results": results})
+        data["query_sets"] = {s: sum(1 for q in queries if q.set == s) for s in dict.fromkeys(q.set for q in queries)}
         save_json(args.json, data)
         archive.close()
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -160,7 +160,7 @@ def main() -> None:
         len(QUERY_MIX) if s < 500_000 else 8 for s in sizes
     ]
     searches = {}
-    for size, cap in zip(sizes, caps):
+    for size, cap in zip(sizes, caps, strict=False):
         print(f"measuring search at {size} ...", flush=True)
         searches[size] = measure(args.work / f"scale-{size}.db", args.passes, cap)
     rows = []

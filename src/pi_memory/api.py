@@ -19,8 +19,8 @@ from typing import Any
 import apsw
 
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from .ingest import ImportReport, Importer
-from .search import Filters, Hit, Searcher
+from .ingest import Importer, ImportReport
+from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from .sources.pi import default_sessions_dir
 from .store import Store, default_db_path
 
@@ -278,6 +278,20 @@ class Archive:
             roles=roles,
             path=str(self.store.path),
         )
+
+    # --- session-level search (issue 3) ----------------------------------------------
+
+    def search_sessions(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since: str | int | None = None,
+    ) -> list[SessionHit]:
+        """Sessions that talked about the query, best first, each with its first user message as headline."""
+        since_ms = since if isinstance(since, int) else parse_since(since)
+        filters = Filters(project=project or None, since_ms=since_ms)
+        return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)
 
 
 def move_aside(db_path: Path) -> Path:

@@ -154,13 +154,31 @@ class _null_bar:
 @click.option("--project", help="Only this project (name or cwd).")
 @click.option("--since", help="Only messages on or after this date (YYYY-MM-DD).")
 @click.option("--session", help="Only this session (id or 8+ char prefix).")
+@click.option("--sessions", "by_session", is_flag=True, help="Rank whole sessions, not messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
 def search(
-    ctx: click.Context, query: str, limit: int, project: str | None, since: str | None, session: str | None, as_json: bool
+    ctx: click.Context,
+    query: str,
+    limit: int,
+    project: str | None,
+    since: str | None,
+    session: str | None,
+    by_session: bool,
+    as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
+    if by_session:
+        if session:
+            raise click.UsageError("--sessions ranks whole sessions: it cannot be combined with --session")
+        with open_archive(ctx) as archive:
+            found, took = timed(archive.search_sessions, query, limit=limit, project=project, since=since)
+        if as_json:
+            _emit_json({"query": query, "took_ms": round(took, 2), "sessions": [s.to_dict() for s in found]})
+        else:
+            click.echo(fmt.format_sessions(found, query))
+        return
     with open_archive(ctx) as archive:
         hits, took = timed(archive.search, query, limit=limit, project=project, since=since, session=session)
     if as_json:

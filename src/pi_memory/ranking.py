@@ -26,41 +26,61 @@ from .text import QueryToken, is_cjk
 K1 = 1.2  # term-frequency saturation, the usual BM25 value
 B = 0.75  # length normalization, the usual BM25 value
 # A CJK bigram carries a word's worth of meaning; a single character much less.
-KIND_WEIGHT = {"gram": 1.0, "word": 1.0, "char": 0.3, "part": 0.4}
+CHAR_WEIGHT = 0.5
+PART_WEIGHT = 0.4
 # Bonus per adjacent pair of query tokens found adjacent in the text, times their idf.
-PHRASE_WEIGHT = 0.35
+PHRASE_WEIGHT = 0.15
+
+
+IDF_PLUS_ONE = 0  # 1: Lucene's log(1 + x), never zero; 0: Robertson's log(x) floored, as FTS5
+IDF_FLOOR = 1e-6
 
 
 def idf(df: int, n_docs: int) -> float:
-    """BM25's idf, never negative (the +1 inside the log, as in Lucene and FTS5's floor)."""
+    """BM25's idf, never negative: a token in most documents says almost nothing."""
     n = max(n_docs, df, 1)
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    ratio = (n - df + 0.5) / (df + 0.5)
+    return math.log(1.0 + ratio) if IDF_PLUS_ONE else max(IDF_FLOOR, math.log(ratio))
 
 
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
-    return KIND_WEIGHT.get(token.kind, 1.0) * idf(df, n_docs)
+    kind_weight = CHAR_WEIGHT if token.kind == "char" else PART_WEIGHT if token.kind == "part" else 1.0
+    return kind_weight * idf(df, n_docs)
 
 
 @lru_cache(maxsize=4096)
 def _word_pattern(word: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![a-z0-9_]){re.escape(word)}(?![a-z0-9_])")
-
-
-@lru_cache(maxsize=4096)
-def _part_pattern(word: str) -> re.Pattern[str]:
-    # identifier parts sit inside identifiers: `api` in `openai_api_key`
+    # `_` splits identifiers into indexed parts, so `api` counts in `openai_api_key`
     return re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
 
 
 def term_frequency(norm_text: str, token: QueryToken) -> int:
-    """Occurrences of a token in normalized text, counted the way the tokenizer cuts."""
-    if token.kind in ("char", "gram"):
+    """Occurrences of a token in normalized text, counted the way the tokenizer cuts.
+
+    An identifier part (`effect` of `watchEffect`) was cut at a case change that
+    lower-casing erased, so it is counted as a plain substring.
+    """
+    if token.kind in ("char", "gram", "part"):
         return norm_text.count(token.text)
-    pattern = _word_pattern(token.text) if token.kind == "word" else _part_pattern(token.text)
-    return len(pattern.findall(norm_text))
+    if token.text not in norm_text:  # the common case, and a cheap test before the regex
+        return 0
+    return len(_word_pattern(token.text).findall(norm_text))
 
 
-def bm25(tfs: Iterable[tuple[int, float]], doc_len: int, avg_len: float) -> float:
+WORD_CHARS = 6.0  # average length of an English word plus its space
+
+
+def doc_length(norm_text: str) -> float:
+    """Length in tokens, as the index counts it: one per CJK character, one per word.
+
+    A CJK character is 3 UTF-8 bytes, an ASCII one 1, so the byte length tells
+    the two apart without a scan in Python.
+    """
+    n_cjk = (len(norm_text.encode("utf-8")) - len(norm_text)) / 2
+    return n_cjk + (len(norm_text) - n_cjk) / WORD_CHARS
+
+
+def bm25(tfs: Iterable[tuple[int, float]], doc_len: float, avg_len: float) -> float:
     """Sum over (tf, weight) pairs of weight * saturated, length-normalized tf."""
     norm = K1 * (1.0 - B + B * doc_len / max(avg_len, 1.0))
     return sum(w * tf * (K1 + 1.0) / (tf + norm) for tf, w in tfs if tf > 0)
@@ -85,7 +105,7 @@ def query_phrases(norm_query: str, weights: dict[str, float]) -> list[Phrase]:
                 a, b = seg[i : i + 2], seg[i + 1 : i + 3]
                 phrases.append(Phrase(seg[i : i + 3], min(weights.get(a, 0.0), weights.get(b, 0.0)), False))
     words = [w for w in re.findall(r"[a-z0-9_]{2,}", norm_query)]
-    for a, b in zip(words, words[1:]):
+    for a, b in zip(words, words[1:], strict=False):
         phrases.append(Phrase(f"{a} {b}", min(weights.get(a, 0.0), weights.get(b, 0.0)), True))
     return [p for p in phrases if p.weight > 0]
 
@@ -95,7 +115,10 @@ def phrase_bonus(norm_text: str, phrases: list[Phrase]) -> float:
     for p in phrases:
         if p.is_word_pair:
             a, b = p.text.split(" ")
-            found = re.search(rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])", norm_text)
+            if a not in norm_text or b not in norm_text:
+                continue
+            pair = rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])"
+            found = re.search(pair, norm_text) is not None
         else:
             found = p.text in norm_text
         if found:
@@ -112,4 +135,21 @@ def score_text(
 ) -> float:
     """The full score of one document for one query."""
     tfs = [(term_frequency(norm_text, t), weights.get(t.text, 0.0)) for t in tokens]
-    return bm25(tfs, len(norm_text), avg_len) + phrase_bonus(norm_text, phrases)
+    return bm25(tfs, doc_length(norm_text), avg_len) + phrase_bonus(norm_text, phrases)
+
+
+# --- sessions ---------------------------------------------------------------------------
+
+# A session's score is its best message's, plus this share of each further hit's
+# score (with diminishing returns): a session that talked about the topic at
+# length beats one that mentioned it once, but one strong hit still counts most.
+SESSION_MORE_HITS = 0.3
+
+
+def session_score(message_scores: Iterable[float]) -> float:
+    """Best message score + SESSION_MORE_HITS * the rest, each further hit worth half the one before."""
+    ordered = sorted(message_scores, reverse=True)
+    if not ordered:
+        return 0.0
+    extra = sum(s * 0.5**i for i, s in enumerate(ordered[1:]))
+    return ordered[0] + SESSION_MORE_HITS * extra
