@@ -69,6 +69,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=5, help="times the query mix is run")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    header = result_header("archive", {k: str(v) for k, v in vars(args).items()})  # the commit being measured
     work = Path(tempfile.mkdtemp(prefix="pi-memory-bench-"))
     try:
         docs = corpus_docs(args.corpus)
@@ -96,7 +97,7 @@ def main() -> None:
         fts_bytes = sum(b for n, b in (sizes or {}).items() if n.startswith("msg_fts"))
         entry_bytes = sum(b for n, b in (sizes or {}).items() if n.startswith("entry"))
         archive.close()
-        data = result_header("archive", {k: str(v) for k, v in vars(args).items()})
+        data = header
         data.update(
             {
                 "messages": stats.messages,

@@ -365,6 +365,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     apply_overrides(args.set)
+    header = result_header("quality", {k: str(v) for k, v in vars(args).items()})  # the commit being measured
     rng = random.Random(args.seed)
     docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng)
     frags = FragmentSampler(docs, rng).all_sets(args.fragments or (40 if args.quick else 150))
@@ -387,7 +388,7 @@ def main() -> None:
             runners = {k: v for k, v in runners.items() if k in args.only.split(",")}
         results, ranks_by = run_systems(runners, queries)
         print_report(results, ranks_by, queries, args.show_misses)
-        data = result_header("quality", {k: str(v) for k, v in vars(args).items()})
+        data = header
         data.update({"documents": len(docs), "queries": len(queries), "results": results})
         data["query_sets"] = {s: sum(1 for q in queries if q.set == s) for s in dict.fromkeys(q.set for q in queries)}
         save_json(args.json, data)

@@ -18,6 +18,7 @@ if the import streams, it stays flat from the first size to the last.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import shutil
 import sys
@@ -151,11 +152,16 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    header = result_header("scale", {k: str(v) for k, v in vars(args).items()})  # the commit being measured
     sizes = [int(s) for s in args.sizes.split(",") if s]
     args.work.mkdir(parents=True, exist_ok=True)
-    builds: list[dict[str, Any]] = []
-    if not args.reuse:
+    builds_file = args.work / "builds.json"
+    if args.reuse:
+        # import figures of the run that built the archives (search is what --reuse re-measures)
+        builds = json.loads(builds_file.read_text()) if builds_file.exists() else []
+    else:
         builds = build(args.corpus, sizes, args.work, args.seed)
+        builds_file.write_text(json.dumps(builds))
     caps = [int(x) for x in args.baseline_queries.split(",") if x] or [
         len(QUERY_MIX) if s < 500_000 else 8 for s in sizes
     ]
@@ -190,7 +196,7 @@ def main() -> None:
     print("\nslowest queries at the largest size (ms, max over passes):")
     worst = sorted(searches[sizes[-1]]["per_query_ms"].items(), key=lambda kv: -kv[1])[:8]
     print(table(["query", "ms"], [[q, v] for q, v in worst]))
-    data = result_header("scale", {k: str(v) for k, v in vars(args).items()})
+    data = header
     data.update({"builds": builds, "search": {str(k): v for k, v in searches.items()}, "p95_ratio": round(ratio, 3)})
     data["queries"] = [{"query": q, "kind": k} for q, k in QUERY_MIX]
     save_json(args.json, data)

@@ -28,14 +28,23 @@ from typing import Any
 
 from . import ranking
 from .store import Store
-from .text import QueryToken, fts_and, fts_or, normalize, query_phrases_for_snippet, query_tokens, snippet
+from .text import (
+    QueryToken,
+    fts_and,
+    fts_or,
+    normalize,
+    normalize_fast,
+    query_phrases_for_snippet,
+    query_tokens,
+    snippet,
+)
 
-DF_EXACT_CAP = 20_000  # count postings exactly up to here, estimate above
-DF_WINDOW = 50_000  # newest rowids used to estimate the df of a very common token
-RARE_POSTINGS_BUDGET = 30_000  # postings read in full per query (rare track)
-RARE_CANDIDATES = 100  # best rare-track candidates kept for exact scoring
+DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
+DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
+RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
+RARE_CANDIDATES = 60  # best rare-track candidates kept for exact scoring
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
-RECENT_CANDIDATES = 30  # newest documents holding all common anchors
+RECENT_CANDIDATES = 20  # newest documents holding all common anchors
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
@@ -232,7 +241,7 @@ class Searcher:
         scored = []
         matched_tokens = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
         for row in rows:
-            norm = normalize(row["text"])
+            norm = normalize_fast(row["text"])
             score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg)
             if score > 0:
                 scored.append((score, row))
@@ -245,7 +254,7 @@ class Searcher:
         """Average `ranking.doc_length` of the newest documents, cached with the df cache."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
             texts = self.store.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT ?", (AVG_LEN_SAMPLE,))
-            lengths = [ranking.doc_length(normalize(str(t[0]))) for t in texts]
+            lengths = [ranking.doc_length(str(t[0]).lower()) for t in texts]
             self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
         return self._avg[1]
 
