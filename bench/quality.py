@@ -358,6 +358,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer distractors and queries (about a minute)")
     ap.add_argument("--seed", type=int, default=2018)
     ap.add_argument("--fragments", type=int, default=0, help="queries per fragment set (default 40 quick, 150 full)")
+    ap.add_argument("--sets", default="", help="comma-separated query set name prefixes to run (tuning)")
     ap.add_argument("--only", default="", help="comma-separated systems to run (project,spec,bm25,like)")
     ap.add_argument("--show-misses", type=int, default=0, help="print this many project misses per set")
     ap.add_argument("--set", action="append", default=[], help="override a tuning constant: search.NAME=VALUE")
@@ -370,6 +371,8 @@ def main() -> None:
     docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng)
     frags = FragmentSampler(docs, rng).all_sets(args.fragments or (40 if args.quick else 150))
     queries = cmrc_q + vue_q + frags
+    if args.sets:
+        queries = [q for q in queries if any(q.set.startswith(p) for p in args.sets.split(","))]
     work = args.keep or Path(tempfile.mkdtemp(prefix="pi-memory-quality-"))
     if args.keep:
         shutil.rmtree(work, ignore_errors=True)

@@ -61,7 +61,16 @@ def test_term_frequency_finds_identifier_parts_inside_lowercased_identifiers() -
 
 def test_doc_length_counts_a_cjk_character_as_one_token_and_a_word_as_one() -> None:
     assert ranking.doc_length("缓存索引") == 4
-    assert math.isclose(ranking.doc_length("hello world!"), 12 / ranking.WORD_CHARS)
+    assert ranking.doc_length("hello world! a x_y 42") == 4  # single letters are not indexed
+    assert ranking.doc_length("改 cache_key 后") == 3
+
+
+def test_bigrams_straddling_a_function_character_weigh_less() -> None:
+    tokens = query_tokens("炮身的容量")
+    df = {"炮身": 10, "身的": 10, "的容": 10, "容量": 10, "的": 900, "炮": 50, "身": 50, "容": 50, "量": 50}
+    weights = ranking.token_weights(tokens, df, 1000)
+    assert weights["身的"] == weights["容量"] * ranking.BOUNDARY_GRAM_WEIGHT
+    assert weights["炮身"] == weights["容量"]
 
 
 def test_phrase_bonus_rewards_query_tokens_adjacent_in_the_text() -> None:

@@ -30,6 +30,9 @@ CHAR_WEIGHT = 0.5
 PART_WEIGHT = 0.4
 # Bonus per adjacent pair of query tokens found adjacent in the text, times their idf.
 PHRASE_WEIGHT = 0.15
+# Score multiplier for a document holding none of the query's weight; 1.0 turns coverage off.
+# A document holding the query's rare words together beats one repeating one of them.
+COVERAGE_FLOOR = 1.0
 
 
 IDF_PLUS_ONE = 0  # 1: Lucene's log(1 + x), never zero; 0: Robertson's log(x) floored, as FTS5
@@ -46,6 +49,33 @@ def idf(df: int, n_docs: int) -> float:
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
     kind_weight = CHAR_WEIGHT if token.kind == "char" else PART_WEIGHT if token.kind == "part" else 1.0
     return kind_weight * idf(df, n_docs)
+
+
+# A bigram holding a function character found in most documents (的, 是, 了, the
+# ratio below) usually straddles a word boundary (`身的` in `炮身的容量`): it is
+# not a word of the query, so it counts for less.
+FUNCTION_CHAR_RATIO = 0.2
+_CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+BOUNDARY_GRAM_WEIGHT = 0.5
+
+
+def token_weights(tokens: list[QueryToken], df: dict[str, int], n_docs: int, norm_query: str = "") -> dict[str, float]:
+    """Every query token's weight: idf times its kind's weight, boundary-straddling bigrams discounted.
+
+    A two-character run the user typed alone (`缓存 索引`) is a word, never discounted.
+    """
+    common_chars = {
+        t.text for t in tokens if t.kind == "char" and df.get(t.text, 0) > FUNCTION_CHAR_RATIO * max(n_docs, 1)
+    }
+    typed_words = {run for run in _CJK_RUNS.findall(norm_query) if len(run) == 2}
+    weights = {}
+    for t in tokens:
+        w = token_weight(t, df.get(t.text, 0), n_docs)
+        straddles = t.kind == "gram" and (t.text[0] in common_chars or t.text[1] in common_chars)
+        if straddles and t.text not in typed_words:
+            w *= BOUNDARY_GRAM_WEIGHT
+        weights[t.text] = w
+    return weights
 
 
 @lru_cache(maxsize=4096)
@@ -67,17 +97,17 @@ def term_frequency(norm_text: str, token: QueryToken) -> int:
     return len(_word_pattern(token.text).findall(norm_text))
 
 
-WORD_CHARS = 6.0  # average length of an English word plus its space
+_WORD_RUN = re.compile(r"[a-z0-9_]{2,}")
 
 
 def doc_length(norm_text: str) -> float:
     """Length in tokens, as the index counts it: one per CJK character, one per word.
 
-    A CJK character is 3 UTF-8 bytes, an ASCII one 1, so the byte length tells
-    the two apart without a scan in Python.
+    A CJK character is 3 UTF-8 bytes and an ASCII one 1, so the byte length
+    counts them without a loop in Python.
     """
-    n_cjk = (len(norm_text.encode("utf-8")) - len(norm_text)) / 2
-    return n_cjk + (len(norm_text) - n_cjk) / WORD_CHARS
+    n_wide = (len(norm_text.encode("utf-8")) - len(norm_text)) / 2
+    return n_wide + len(_WORD_RUN.findall(norm_text))
 
 
 def bm25(tfs: Iterable[tuple[int, float]], doc_len: float, avg_len: float) -> float:
@@ -133,9 +163,14 @@ def score_text(
     phrases: list[Phrase],
     avg_len: float,
 ) -> float:
-    """The full score of one document for one query."""
+    """The full score of one document for one query: BM25 + phrase bonus, scaled by weighted coverage."""
     tfs = [(term_frequency(norm_text, t), weights.get(t.text, 0.0)) for t in tokens]
-    return bm25(tfs, doc_length(norm_text), avg_len) + phrase_bonus(norm_text, phrases)
+    base = bm25(tfs, doc_length(norm_text), avg_len) + phrase_bonus(norm_text, phrases)
+    total = sum(w for _, w in tfs)
+    if COVERAGE_FLOOR >= 1.0 or total <= 0:
+        return base
+    covered = sum(w for tf, w in tfs if tf > 0) / total
+    return base * (COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * covered)
 
 
 # --- sessions ---------------------------------------------------------------------------

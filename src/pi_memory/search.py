@@ -2,20 +2,33 @@
 
 Design idea: the cost of a query must not grow with the archive. Two things
 grow with it: how many documents hold a common token, and what it costs to
-score them all (FTS5's `ORDER BY bm25` does exactly that). So:
+score them all (FTS5's `ORDER BY bm25` does exactly that: 1.6 s p95 at 1M
+messages in `bench/scale.py`). So every step below is bounded by a constant:
 
 1. Document frequencies come from a capped count (exact up to `DF_EXACT_CAP`,
-   estimated from the newest window above it) and are cached per process,
-   invalidated when the archive grows by more than 2% (spec 000 §7.4).
-2. Candidates: the rarest query tokens whose postings fit a fixed budget are
-   read in full and summed by idf weight inside SQLite (`rare` track: exact
-   recall for any document holding a rare token, however old). The common
-   tokens add the newest documents holding all of them, within a fixed window
-   of recent rowids (`recent` track, the spec's early-terminating
-   `ORDER BY rowid DESC`). Both tracks are bounded by constants.
-3. The few hundred candidates are scored exactly from their text by
-   `ranking.score_text` (BM25 over all query tokens plus a phrase bonus);
-   recency breaks ties.
+   estimated from the newest `DF_WINDOW` rowids above it) and are cached per
+   process, invalidated when the archive grows by more than 2% (spec 000 §7.4).
+2. Candidates, two tracks:
+   - `rare`: the rarest query tokens whose postings together fit
+     `RARE_POSTINGS_BUDGET` are read in full and summed by idf weight inside
+     SQLite; the best `RARE_CANDIDATES` go on. Exact recall for any document
+     holding a rare token, however old it is.
+   - `recent`: the other (common) tokens add the newest `RECENT_CANDIDATES`
+     documents holding all of up to 3 of them, within the newest
+     `RECENT_WINDOW` rowids (the spec's early-terminating `ORDER BY rowid
+     DESC`), with the spec's OR retry when nothing else was found.
+3. The ~80 candidates are scored exactly from their text by
+   `ranking.score_text` (BM25 over all query tokens, lengths in tokens, plus a
+   small bonus for query tokens adjacent in the text); recency only breaks
+   ties. The text is folded per character (`normalize_fast`): opencc's phrase
+   conversion costs up to ~1 ms per traditional-Chinese message.
+
+The constants were chosen with `bench/quality.py` (ranking at least as good
+as FTS5 bm25 over all query tokens) and `bench/scale.py` (p95 and max latency
+flat from 30k to 1M messages); see the README for the figures.
+
+Session-level results (`rank_sessions`) group the best message hits by
+session and score each session with `ranking.session_score`.
 """
 
 from __future__ import annotations
@@ -232,7 +245,7 @@ class Searcher:
             plan = self.plan(query)
             if not plan.rare and not plan.common:
                 return []
-            weights = {t.text: ranking.token_weight(t, plan.df[t.text], plan.n_docs) for t in plan.tokens}
+            weights = ranking.token_weights(plan.tokens, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
         counters_avg = self._avg_len()
