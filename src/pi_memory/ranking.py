@@ -32,7 +32,7 @@ PART_WEIGHT = 0.4
 PHRASE_WEIGHT = 0.15
 # Score multiplier for a document holding none of the query's weight; 1.0 turns coverage off.
 # A document holding the query's rare words together beats one repeating one of them.
-COVERAGE_FLOOR = 1.0
+COVERAGE_FLOOR = 0.7
 
 
 IDF_PLUS_ONE = 0  # 1: Lucene's log(1 + x), never zero; 0: Robertson's log(x) floored, as FTS5
