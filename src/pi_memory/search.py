@@ -55,9 +55,9 @@ from .text import (
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
-RARE_CANDIDATES = 60  # best rare-track candidates kept for exact scoring
+RARE_CANDIDATES = 40  # best rare-track candidates kept for exact scoring
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
-RECENT_CANDIDATES = 20  # newest documents holding all common anchors
+RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
