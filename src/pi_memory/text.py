@@ -45,7 +45,7 @@ MIN_WORD_LEN = 2
 @lru_cache(maxsize=1)
 def _t2s() -> object | None:
     try:
-        import opencc  # type: ignore[import-untyped]
+        import opencc  # type: ignore[import-untyped,unused-ignore]
     except ImportError:  # pragma: no cover - opencc is a runtime dependency
         return None
     return opencc.OpenCC("t2s")
@@ -252,7 +252,7 @@ def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPP
     norm = normalize_fast(text)
     # normalization keeps length for nearly all text; if not, cut the normalized form
     base = text if len(norm) == len(text) else norm
-    groups = needles if needles and isinstance(needles[0], list) else [needles]
+    groups: list[list[str]] = needles if needles and isinstance(needles[0], list) else [needles]  # type: ignore[list-item]
     hit = None
     for group in groups:
         hit = find_first(norm, list(group))
