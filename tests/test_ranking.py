@@ -98,6 +98,15 @@ def test_score_text_ranks_the_text_holding_all_tokens_above_one_holding_some() -
     assert full > part > 0
 
 
+def test_score_text_measures_length_in_chars_or_in_tokens_as_asked() -> None:
+    tokens = query_tokens("cache")
+    weights = {"cache": 2.0}
+    code = "cache = {'a': 1, 'b': 2, 'c': 3}; print(cache)"  # many chars, few tokens
+    by_chars = ranking.score_text(code, tokens, weights, [], 20)
+    by_tokens = ranking.score_text(code, tokens, weights, [], 20, in_tokens=True)
+    assert by_tokens > by_chars
+
+
 def test_session_score_is_the_best_hit_plus_a_diminishing_share_of_the_rest() -> None:
     assert ranking.session_score([]) == 0.0
     assert ranking.session_score([5.0]) == 5.0

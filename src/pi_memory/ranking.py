@@ -162,10 +162,17 @@ def score_text(
     weights: dict[str, float],
     phrases: list[Phrase],
     avg_len: float,
+    in_tokens: bool = False,
 ) -> float:
-    """The full score of one document for one query: BM25 + phrase bonus, scaled by weighted coverage."""
+    """The full score of one document for one query: BM25 + phrase bonus, scaled by weighted coverage.
+
+    `avg_len` is the mean length of the collection's documents: in characters
+    (`len` of the normalized text), or with `in_tokens` in `doc_length` units,
+    which ranks mixed code/prose/CJK collections better (bench/quality.py).
+    """
     tfs = [(term_frequency(norm_text, t), weights.get(t.text, 0.0)) for t in tokens]
-    base = bm25(tfs, doc_length(norm_text), avg_len) + phrase_bonus(norm_text, phrases)
+    length = doc_length(norm_text) if in_tokens else len(norm_text)
+    base = bm25(tfs, length, avg_len) + phrase_bonus(norm_text, phrases)
     total = sum(w for _, w in tfs)
     if COVERAGE_FLOOR >= 1.0 or total <= 0:
         return base

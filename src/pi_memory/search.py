@@ -255,7 +255,7 @@ class Searcher:
         matched_tokens = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
         for row in rows:
             norm = normalize_fast(row["text"])
-            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg)
+            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg, in_tokens=True)
             if score > 0:
                 scored.append((score, row))
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
