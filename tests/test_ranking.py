@@ -114,3 +114,10 @@ def test_session_score_is_the_best_hit_plus_a_diminishing_share_of_the_rest() ->
     many_weak = ranking.session_score([3.0] * 20)
     assert many_weak < 3.0 + ranking.SESSION_MORE_HITS * 6.0  # 20 weak hits do not add up without bound
     assert ranking.session_score([6.0]) > ranking.session_score([4.0, 1.0])
+
+
+def test_identifiers_weigh_more_than_prose_words_with_the_same_df() -> None:
+    tokens = query_tokens("proxy_buffering timeout")
+    df = {t.text: 10 for t in tokens}
+    weights = ranking.token_weights(tokens, df, 1000)
+    assert weights["proxy_buffering"] == weights["timeout"] * ranking.IDENTIFIER_WEIGHT

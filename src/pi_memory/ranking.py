@@ -57,6 +57,9 @@ def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
 FUNCTION_CHAR_RATIO = 0.2
 _CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 BOUNDARY_GRAM_WEIGHT = 0.5
+# An identifier (`proxy_buffering`, `watchEffect`) is the most specific thing a
+# user types: it counts more than a word of prose with the same df.
+IDENTIFIER_WEIGHT = 1.5
 
 
 def token_weights(tokens: list[QueryToken], df: dict[str, int], n_docs: int, norm_query: str = "") -> dict[str, float]:
@@ -68,9 +71,12 @@ def token_weights(tokens: list[QueryToken], df: dict[str, int], n_docs: int, nor
         t.text for t in tokens if t.kind == "char" and df.get(t.text, 0) > FUNCTION_CHAR_RATIO * max(n_docs, 1)
     }
     typed_words = {run for run in _CJK_RUNS.findall(norm_query) if len(run) == 2}
+    parts = [t.text for t in tokens if t.kind == "part"]
     weights = {}
     for t in tokens:
         w = token_weight(t, df.get(t.text, 0), n_docs)
+        if t.kind == "word" and ("_" in t.text or any(p in t.text for p in parts)):
+            w *= IDENTIFIER_WEIGHT
         straddles = t.kind == "gram" and (t.text[0] in common_chars or t.text[1] in common_chars)
         if straddles and t.text not in typed_words:
             w *= BOUNDARY_GRAM_WEIGHT
