@@ -39,6 +39,8 @@ TARGETS = {
     "hook": "The session_before_compact hook runs just before pi summarizes old turns.",
     "baoyu": "寶玉聽了，忙起身讓坐，黛玉卻只是笑。",
     "mixed": "在 Vue 里用 watchEffect 监听响应式状态，回调会立即执行一次。",
+    "nginx": "找到原因了：nginx 的 proxy_buffering 没关，upstream 30 秒没有数据就断开连接；改成 proxy_buffering off 之后不再断开。",
+    "hint": "记忆提示：之前提到过 SSE 断流根因",
 }
 
 
@@ -88,6 +90,7 @@ def hand_archive(archive: Archive) -> tuple[Archive, dict[str, int]]:
         ("OPENAI_API_KEY", "identifier"),  # identifier
         ("session_before_compact", "hook"),
         ("api key", "identifier"),  # identifier parts
+        ("proxy_buffering 断流", "nginx"),  # the identifier beats a short text holding only the Chinese word
     ],
 )
 def test_target_ranks_first_for_each_query_kind(
