@@ -32,7 +32,7 @@ from .pg import pg_url
 from .retention import Advice
 from .runs import RunInfo, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
-from .search import Filters, Hit, Searcher
+from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
 from .tail import Follower
@@ -581,6 +581,20 @@ class Archive:
         if text:
             out["text"] = format_recall(result)
         return out
+
+    # --- session-level search (issue 3) ----------------------------------------------
+
+    def search_sessions(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since: str | int | None = None,
+    ) -> list[SessionHit]:
+        """Sessions that talked about the query, best first, each with its first user message as headline."""
+        since_ms = since if isinstance(since, int) else parse_since(since)
+        filters = Filters(project=project or None, since_ms=since_ms)
+        return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)
 
 
 def move_aside(db_path: Path) -> Path:

@@ -189,6 +189,7 @@ class _null_bar:
 @click.option("--mine", is_flag=True, help="Team archive: only messages my database role wrote.")
 @click.option("--team", help="Team archive: only messages written by members of this PostgreSQL role.")
 @click.option("--author", "authors", multiple=True, help="Team archive: only messages by this author (repeatable).")
+@click.option("--sessions", "by_session", is_flag=True, help="Rank whole sessions, not messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
 @click.pass_context
@@ -206,11 +207,22 @@ def search(
     mine: bool,
     team: str | None,
     authors: tuple[str, ...],
+    by_session: bool,
     as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both."""
     from .pg import team_search_options
 
+    if by_session:
+        if session:
+            raise click.UsageError("--sessions ranks whole sessions: it cannot be combined with --session")
+        with open_archive(ctx) as archive:
+            found, took = timed(archive.search_sessions, query, limit=limit, project=project, since=since)
+        if as_json:
+            _emit_json({"query": query, "took_ms": round(took, 2), "sessions": [s.to_dict() for s in found]})
+        else:
+            click.echo(fmt.format_sessions(found, query))
+        return
     with open_archive(ctx) as archive:
         who = team_search_options(archive, mine=mine, team=team, authors=authors)
         local: dict[str, Any] = {k: v for k, v in (("kinds", kinds), ("path", path), ("agent", agent)) if v}

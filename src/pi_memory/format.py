@@ -17,7 +17,7 @@ from .text import clip
 
 if TYPE_CHECKING:
     from .api import Stats, Window
-    from .search import Hit
+    from .search import Hit, SessionHit
 
 SEARCH_CAP = 6_000
 READ_CAP = 8_000
@@ -123,3 +123,15 @@ def _cap_lines(lines: list[str], cap: int, note: str) -> str:
         out.append(line)
         used += len(line) + 1
     return "\n".join(out)
+
+
+def format_sessions(found: Sequence[SessionHit], query: str, cap: int = SEARCH_CAP) -> str:
+    """One block per session: label, first user message as headline, the best hit's snippet."""
+    if not found:
+        return f"No sessions match {query!r}."
+    lines = []
+    for s in found:
+        lines.append(f"{_session_label(s.started_at, s.cwd, s.project, s.name)} session={s.session_id} hits={s.hits}")
+        lines.append(f"  first: {s.headline or '(no user message)'}")
+        lines.append(f"  best:  msg_id={s.best.msg_id} {s.best.role}: {s.best.snippet}")
+    return _cap_lines(lines, cap, "(output capped; use read with a session id for details)")

@@ -26,36 +26,97 @@ from .text import QueryToken, is_cjk
 K1 = 1.2  # term-frequency saturation, the usual BM25 value
 B = 0.75  # length normalization, the usual BM25 value
 # A CJK bigram carries a word's worth of meaning; a single character much less.
-KIND_WEIGHT = {"gram": 1.0, "word": 1.0, "char": 0.3, "part": 0.4}
+CHAR_WEIGHT = 0.5
+PART_WEIGHT = 0.4
 # Bonus per adjacent pair of query tokens found adjacent in the text, times their idf.
-PHRASE_WEIGHT = 0.35
+PHRASE_WEIGHT = 0.15
+# Score multiplier for a document holding none of the query's weight; 1.0 turns coverage off.
+# A document holding the query's rare words together beats one repeating one of them.
+COVERAGE_FLOOR = 0.7
+
+
+IDF_PLUS_ONE = 0  # 1: Lucene's log(1 + x), never zero; 0: Robertson's log(x) floored, as FTS5
+IDF_FLOOR = 1e-6
 
 
 def idf(df: int, n_docs: int) -> float:
-    """BM25's idf, never negative (the +1 inside the log, as in Lucene and FTS5's floor)."""
+    """BM25's idf, never negative: a token in most documents says almost nothing."""
     n = max(n_docs, df, 1)
-    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+    ratio = (n - df + 0.5) / (df + 0.5)
+    return math.log(1.0 + ratio) if IDF_PLUS_ONE else max(IDF_FLOOR, math.log(ratio))
 
 
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
-    return KIND_WEIGHT.get(token.kind, 1.0) * idf(df, n_docs)
+    kind_weight = CHAR_WEIGHT if token.kind == "char" else PART_WEIGHT if token.kind == "part" else 1.0
+    return kind_weight * idf(df, n_docs)
+
+
+# A bigram holding a function character found in most documents (的, 是, 了, the
+# ratio below) usually straddles a word boundary (`身的` in `炮身的容量`): it is
+# not a word of the query, so it counts for less.
+FUNCTION_CHAR_RATIO = 0.2
+_CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+BOUNDARY_GRAM_WEIGHT = 0.5
+# An identifier (`proxy_buffering`, `watchEffect`) is the most specific thing a
+# user types: it counts more than a word of prose with the same df.
+IDENTIFIER_WEIGHT = 1.5
+
+
+def token_weights(tokens: list[QueryToken], df: dict[str, int], n_docs: int, norm_query: str = "") -> dict[str, float]:
+    """Every query token's weight: idf times its kind's weight, boundary-straddling bigrams discounted.
+
+    A two-character run the user typed alone (`缓存 索引`) is a word, never discounted.
+    """
+    common_chars = {
+        t.text for t in tokens if t.kind == "char" and df.get(t.text, 0) > FUNCTION_CHAR_RATIO * max(n_docs, 1)
+    }
+    typed_words = {run for run in _CJK_RUNS.findall(norm_query) if len(run) == 2}
+    parts = [t.text for t in tokens if t.kind == "part"]
+    weights = {}
+    for t in tokens:
+        w = token_weight(t, df.get(t.text, 0), n_docs)
+        if t.kind == "word" and ("_" in t.text or any(p in t.text for p in parts)):
+            w *= IDENTIFIER_WEIGHT
+        straddles = t.kind == "gram" and (t.text[0] in common_chars or t.text[1] in common_chars)
+        if straddles and t.text not in typed_words:
+            w *= BOUNDARY_GRAM_WEIGHT
+        weights[t.text] = w
+    return weights
 
 
 @lru_cache(maxsize=4096)
-def _part_pattern(word: str) -> re.Pattern[str]:
-    # identifier parts sit inside identifiers: `api` in `openai_api_key`
+def _word_pattern(word: str) -> re.Pattern[str]:
+    # `_` splits identifiers into indexed parts, so `api` counts in `openai_api_key`
     return re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
 
 
 def term_frequency(norm_text: str, token: QueryToken) -> int:
-    """Occurrences of a token in normalized text, counted the way the tokenizer cuts."""
-    if token.kind in ("char", "gram"):
+    """Occurrences of a token in normalized text, counted the way the tokenizer cuts.
+
+    An identifier part (`effect` of `watchEffect`) was cut at a case change that
+    lower-casing erased, so it is counted as a plain substring.
+    """
+    if token.kind in ("char", "gram", "part"):
         return norm_text.count(token.text)
-    # a word also counts inside identifiers (`api` in `openai_api_key`), as the index has it there
-    return len(_part_pattern(token.text).findall(norm_text))
+    if token.text not in norm_text:  # the common case, and a cheap test before the regex
+        return 0
+    return len(_word_pattern(token.text).findall(norm_text))
 
 
-def bm25(tfs: Iterable[tuple[int, float]], doc_len: int, avg_len: float) -> float:
+_WORD_RUN = re.compile(r"[a-z0-9_]{2,}")
+
+
+def doc_length(norm_text: str) -> float:
+    """Length in tokens, as the index counts it: one per CJK character, one per word.
+
+    A CJK character is 3 UTF-8 bytes and an ASCII one 1, so the byte length
+    counts them without a loop in Python.
+    """
+    n_wide = (len(norm_text.encode("utf-8")) - len(norm_text)) / 2
+    return n_wide + len(_WORD_RUN.findall(norm_text))
+
+
+def bm25(tfs: Iterable[tuple[int, float]], doc_len: float, avg_len: float) -> float:
     """Sum over (tf, weight) pairs of weight * saturated, length-normalized tf."""
     norm = K1 * (1.0 - B + B * doc_len / max(avg_len, 1.0))
     return sum(w * tf * (K1 + 1.0) / (tf + norm) for tf, w in tfs if tf > 0)
@@ -90,8 +151,10 @@ def phrase_bonus(norm_text: str, phrases: list[Phrase]) -> float:
     for p in phrases:
         if p.is_word_pair:
             a, b = p.text.split(" ")
-            pattern = rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])"
-            found = re.search(pattern, norm_text) is not None
+            if a not in norm_text or b not in norm_text:
+                continue
+            pair = rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])"
+            found = re.search(pair, norm_text) is not None
         else:
             found = p.text in norm_text
         if found:
@@ -105,7 +168,36 @@ def score_text(
     weights: dict[str, float],
     phrases: list[Phrase],
     avg_len: float,
+    in_tokens: bool = False,
 ) -> float:
-    """The full score of one document for one query."""
+    """The full score of one document for one query: BM25 + phrase bonus, scaled by weighted coverage.
+
+    `avg_len` is the mean length of the collection's documents: in characters
+    (`len` of the normalized text), or with `in_tokens` in `doc_length` units,
+    which ranks mixed code/prose/CJK collections better (bench/quality.py).
+    """
     tfs = [(term_frequency(norm_text, t), weights.get(t.text, 0.0)) for t in tokens]
-    return bm25(tfs, len(norm_text), avg_len) + phrase_bonus(norm_text, phrases)
+    length = doc_length(norm_text) if in_tokens else len(norm_text)
+    base = bm25(tfs, length, avg_len) + phrase_bonus(norm_text, phrases)
+    total = sum(w for _, w in tfs)
+    if COVERAGE_FLOOR >= 1.0 or total <= 0:
+        return base
+    covered = sum(w for tf, w in tfs if tf > 0) / total
+    return base * (COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * covered)
+
+
+# --- sessions ---------------------------------------------------------------------------
+
+# A session's score is its best message's, plus this share of each further hit's
+# score (with diminishing returns): a session that talked about the topic at
+# length beats one that mentioned it once, but one strong hit still counts most.
+SESSION_MORE_HITS = 0.3
+
+
+def session_score(message_scores: Iterable[float]) -> float:
+    """Best message score + SESSION_MORE_HITS * the rest, each further hit worth half the one before."""
+    ordered = sorted(message_scores, reverse=True)
+    if not ordered:
+        return 0.0
+    extra = sum(s * 0.5**i for i, s in enumerate(ordered[1:]))
+    return ordered[0] + SESSION_MORE_HITS * extra

@@ -2,20 +2,33 @@
 
 Design idea: the cost of a query must not grow with the archive. Two things
 grow with it: how many documents hold a common token, and what it costs to
-score them all (FTS5's `ORDER BY bm25` does exactly that). So:
+score them all (FTS5's `ORDER BY bm25` does exactly that: 1.6 s p95 at 1M
+messages in `bench/scale.py`). So every step below is bounded by a constant:
 
 1. Document frequencies come from a capped count (exact up to `DF_EXACT_CAP`,
-   estimated from the newest window above it) and are cached per process,
-   invalidated when the archive grows by more than 2% (spec 000 §7.4).
-2. Candidates: the rarest query tokens whose postings fit a fixed budget are
-   read in full and summed by idf weight inside SQLite (`rare` track: exact
-   recall for any document holding a rare token, however old). The common
-   tokens add the newest documents holding all of them, within a fixed window
-   of recent rowids (`recent` track, the spec's early-terminating
-   `ORDER BY rowid DESC`). Both tracks are bounded by constants.
-3. The few hundred candidates are scored exactly from their text by
-   `ranking.score_text` (BM25 over all query tokens plus a phrase bonus);
-   recency breaks ties.
+   estimated from the newest `DF_WINDOW` rowids above it) and are cached per
+   process, invalidated when the archive grows by more than 2% (spec 000 §7.4).
+2. Candidates, two tracks:
+   - `rare`: the rarest query tokens whose postings together fit
+     `RARE_POSTINGS_BUDGET` are read in full and summed by idf weight inside
+     SQLite; the best `RARE_CANDIDATES` go on. Exact recall for any document
+     holding a rare token, however old it is.
+   - `recent`: the other (common) tokens add the newest `RECENT_CANDIDATES`
+     documents holding all of up to 3 of them, within the newest
+     `RECENT_WINDOW` rowids (the spec's early-terminating `ORDER BY rowid
+     DESC`), with the spec's OR retry when nothing else was found.
+3. The ~80 candidates are scored exactly from their text by
+   `ranking.score_text` (BM25 over all query tokens, lengths in tokens, plus a
+   small bonus for query tokens adjacent in the text); recency only breaks
+   ties. The text is folded per character (`normalize_fast`): opencc's phrase
+   conversion costs up to ~1 ms per traditional-Chinese message.
+
+The constants were chosen with `bench/quality.py` (ranking at least as good
+as FTS5 bm25 over all query tokens) and `bench/scale.py` (p95 and max latency
+flat from 30k to 1M messages); see the README for the figures.
+
+Session-level results (`rank_sessions`) group the best message hits by
+session and score each session with `ranking.session_score`.
 """
 
 from __future__ import annotations
@@ -28,18 +41,28 @@ from typing import Any
 
 from . import ranking, runsearch
 from .store import Store
-from .text import QueryToken, fts_and, fts_or, normalize, query_phrases_for_snippet, query_tokens, snippet
+from .text import (
+    QueryToken,
+    fts_and,
+    fts_or,
+    normalize,
+    normalize_fast,
+    query_phrases_for_snippet,
+    query_tokens,
+    snippet,
+)
 
-DF_EXACT_CAP = 20_000  # count postings exactly up to here, estimate above
-DF_WINDOW = 50_000  # newest rowids used to estimate the df of a very common token
-RARE_POSTINGS_BUDGET = 30_000  # postings read in full per query (rare track)
-RARE_CANDIDATES = 300  # best rare-track candidates kept for exact scoring
+DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
+DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
+RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
+RARE_CANDIDATES = 40  # best rare-track candidates kept for exact scoring
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
-RECENT_CANDIDATES = 100  # newest documents holding all common anchors
+RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
 MAX_LIMIT = 100
+AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
 
 
 @dataclass
@@ -113,11 +136,13 @@ class DfCache:
     def __init__(self) -> None:
         self._items: OrderedDict[str, int] = OrderedDict()
         self._at_docs = -1
+        self.generation = 0  # bumped on every reset, so other per-archive caches can follow
 
     def check(self, n_docs: int) -> None:
         if self._at_docs < 0 or abs(n_docs - self._at_docs) > DF_STALE_GROWTH * max(self._at_docs, 1):
             self._items.clear()
             self._at_docs = n_docs
+            self.generation += 1
 
     def get(self, key: str) -> int | None:
         value = self._items.get(key)
@@ -135,6 +160,7 @@ class Searcher:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.df_cache = DfCache()
+        self._avg: tuple[int, float] | None = None
 
     # --- document frequencies --------------------------------------------------------
 
@@ -234,7 +260,7 @@ class Searcher:
             plan = self.plan(query)
             if not plan.rare and not plan.common:
                 return []
-            weights = {t.text: ranking.token_weight(t, plan.df[t.text], plan.n_docs) for t in plan.tokens}
+            weights = ranking.token_weights(plan.tokens, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
         counters_avg = self._avg_len()
@@ -243,8 +269,8 @@ class Searcher:
         scored = []
         matched_tokens = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
         for row in rows:
-            norm = normalize(row["text"])
-            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg)
+            norm = normalize_fast(row["text"])
+            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg, in_tokens=True)
             if score > 0:
                 scored.append((score, row))
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
@@ -253,9 +279,19 @@ class Searcher:
         return [_hit(row, score, needles) for score, row in scored[:limit]]
 
     def _avg_len(self) -> float:
-        c = self.store.counters()
-        docs = c.get("indexed_docs", 0)
-        return c.get("indexed_chars", 0) / docs if docs else 1.0
+        """Average `ranking.doc_length` of the newest documents, cached with the df cache."""
+        if self._avg is None or self._avg[0] != self.df_cache.generation:
+            texts = self.store.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT ?", (AVG_LEN_SAMPLE,))
+            lengths = [ranking.doc_length(str(t[0]).lower()) for t in texts]
+            self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
+        return self._avg[1]
+
+    def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
+        """session id -> (started_at, last_at, first user message)."""
+        if not ids:
+            return {}
+        sql = "SELECT id, started_at, last_at, first_user FROM session WHERE id IN (SELECT value FROM json_each(?))"
+        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in self.store.conn.execute(sql, (json.dumps(ids),))}
 
     def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
         if not ids:
@@ -265,7 +301,74 @@ class Searcher:
                   FROM msg m JOIN session s ON s.id = m.session_id
                   WHERE m.id IN (SELECT value FROM json_each(?)) AND {where}"""
         keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
-        return [dict(zip(keys, r, strict=False)) for r in self.store.conn.execute(sql, [json.dumps(ids)] + fparams)]
+        return [dict(zip(keys, r, strict=True)) for r in self.store.conn.execute(sql, [json.dumps(ids)] + fparams)]
+
+
+@dataclass
+class SessionHit:
+    """One session that talked about the query, headed by its first user message."""
+
+    session_id: str
+    project: str
+    cwd: str
+    name: str | None
+    headline: str
+    started_at: int
+    last_at: int
+    score: float
+    hits: int  # matching messages among the candidates
+    best: Hit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "project": self.project,
+            "cwd": self.cwd,
+            "name": self.name,
+            "headline": self.headline,
+            "started_at": self.started_at,
+            "last_at": self.last_at,
+            "score": round(self.score, 4),
+            "hits": self.hits,
+            "best": self.best.to_dict(),
+        }
+
+
+SESSION_MESSAGE_HITS = MAX_LIMIT  # messages ranked before grouping them into sessions
+HEADLINE_CHARS = 120
+
+
+def rank_sessions(searcher: Searcher, query: str, limit: int = 10, filters: Filters | None = None) -> list[SessionHit]:
+    """Sessions ranked by `ranking.session_score` over their best-ranked messages."""
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    hits = searcher.search(query, limit=SESSION_MESSAGE_HITS, filters=filters)
+    groups: dict[str, list[Hit]] = {}
+    for hit in hits:
+        groups.setdefault(hit.session_id, []).append(hit)
+    ranked = sorted(groups.values(), key=lambda g: (ranking.session_score(h.score for h in g), g[0].ts), reverse=True)[
+        :limit
+    ]
+    info = searcher.session_rows([g[0].session_id for g in ranked])
+    out = []
+    for group in ranked:
+        sid = group[0].session_id
+        started, last, first_user = info.get(sid, (group[0].ts, group[0].ts, None))
+        headline = " ".join((first_user or group[0].session_name or "").split())
+        out.append(
+            SessionHit(
+                session_id=sid,
+                project=group[0].project,
+                cwd=group[0].cwd,
+                name=group[0].session_name,
+                headline=headline[:HEADLINE_CHARS] + ("…" if len(headline) > HEADLINE_CHARS else ""),
+                started_at=started,
+                last_at=last,
+                score=ranking.session_score(h.score for h in group),
+                hits=len(group),
+                best=group[0],
+            )
+        )
+    return out
 
 
 def _filter_sql(f: Filters) -> tuple[str, list[Any]]:

@@ -1,0 +1,123 @@
+"""Pure scoring functions: idf, bm25, term frequency, phrase bonus, session score."""
+
+from __future__ import annotations
+
+import math
+
+from pi_memory import ranking
+from pi_memory.text import QueryToken, normalize, query_tokens
+
+
+def test_idf_is_higher_for_rarer_tokens() -> None:
+    assert ranking.idf(1, 1000) > ranking.idf(10, 1000) > ranking.idf(400, 1000)
+
+
+def test_idf_of_a_token_in_most_documents_is_floored_not_negative() -> None:
+    assert ranking.idf(900, 1000) == ranking.IDF_FLOOR
+    assert ranking.idf(5000, 1000) == ranking.IDF_FLOOR  # an overestimated df never goes negative
+
+
+def test_idf_matches_robertson_formula() -> None:
+    assert math.isclose(ranking.idf(10, 1000), math.log((1000 - 10 + 0.5) / (10 + 0.5)))
+
+
+def test_char_tokens_weigh_less_than_bigrams_with_the_same_df() -> None:
+    char, gram = QueryToken("锁", "char"), QueryToken("缓存", "gram")
+    assert ranking.token_weight(char, 10, 1000) < ranking.token_weight(gram, 10, 1000)
+
+
+def test_bm25_saturates_term_frequency() -> None:
+    one = ranking.bm25([(1, 1.0)], 100, 100)
+    two = ranking.bm25([(2, 1.0)], 100, 100)
+    ten = ranking.bm25([(10, 1.0)], 100, 100)
+    assert one < two < ten < 1.0 + ranking.K1
+    assert two - one > (ten - two) / 8  # each further occurrence adds less
+
+
+def test_bm25_prefers_the_shorter_document_at_equal_tf() -> None:
+    assert ranking.bm25([(1, 1.0)], 50, 100) > ranking.bm25([(1, 1.0)], 400, 100)
+
+
+def test_bm25_ignores_absent_tokens() -> None:
+    assert ranking.bm25([(0, 5.0)], 100, 100) == 0.0
+
+
+def test_term_frequency_counts_words_at_word_and_identifier_part_boundaries() -> None:
+    text = normalize("The cache, caches and a CACHE_KEY; cache.")
+    assert ranking.term_frequency(text, QueryToken("cache", "word")) == 3  # not `caches`; `CACHE_KEY` has it
+    assert ranking.term_frequency(text, QueryToken("cache_key", "word")) == 1
+
+
+def test_term_frequency_counts_cjk_substrings() -> None:
+    text = normalize("缓存索引的缓存")
+    assert ranking.term_frequency(text, QueryToken("缓存", "gram")) == 2
+    assert ranking.term_frequency(text, QueryToken("引", "char")) == 1
+
+
+def test_term_frequency_finds_identifier_parts_inside_lowercased_identifiers() -> None:
+    text = normalize("call watchEffect() here")
+    assert ranking.term_frequency(text, QueryToken("effect", "part")) == 1
+
+
+def test_doc_length_counts_a_cjk_character_as_one_token_and_a_word_as_one() -> None:
+    assert ranking.doc_length("缓存索引") == 4
+    assert ranking.doc_length("hello world! a x_y 42") == 4  # single letters are not indexed
+    assert ranking.doc_length("改 cache_key 后") == 3
+
+
+def test_bigrams_straddling_a_function_character_weigh_less() -> None:
+    tokens = query_tokens("炮身的容量")
+    df = {"炮身": 10, "身的": 10, "的容": 10, "容量": 10, "的": 900, "炮": 50, "身": 50, "容": 50, "量": 50}
+    weights = ranking.token_weights(tokens, df, 1000)
+    assert weights["身的"] == weights["容量"] * ranking.BOUNDARY_GRAM_WEIGHT
+    assert weights["炮身"] == weights["容量"]
+
+
+def test_phrase_bonus_rewards_query_tokens_adjacent_in_the_text() -> None:
+    query = normalize("缓存索引")
+    weights = {t.text: 2.0 for t in query_tokens(query)}
+    phrases = ranking.query_phrases(query, weights)
+    assert ranking.phrase_bonus("我们讨论了缓存索引方案", phrases) > 0
+    assert ranking.phrase_bonus("缓存很大，索引很慢", phrases) == 0
+
+
+def test_phrase_bonus_for_english_word_pairs() -> None:
+    query = normalize("reactive system")
+    weights = {t.text: 2.0 for t in query_tokens(query)}
+    phrases = ranking.query_phrases(query, weights)
+    assert ranking.phrase_bonus("the reactive system works", phrases) > 0
+    assert ranking.phrase_bonus("a system that is reactive", phrases) == 0
+
+
+def test_score_text_ranks_the_text_holding_all_tokens_above_one_holding_some() -> None:
+    tokens = query_tokens("缓存索引")
+    weights = {t.text: ranking.token_weight(t, 5, 1000) for t in tokens}
+    phrases = ranking.query_phrases("缓存索引", weights)
+    full = ranking.score_text("上次的缓存索引方案", tokens, weights, phrases, 10)
+    part = ranking.score_text("上次的缓存方案", tokens, weights, phrases, 10)
+    assert full > part > 0
+
+
+def test_score_text_measures_length_in_chars_or_in_tokens_as_asked() -> None:
+    tokens = query_tokens("cache")
+    weights = {"cache": 2.0}
+    code = "cache = {'a': 1, 'b': 2, 'c': 3}; print(cache)"  # many chars, few tokens
+    by_chars = ranking.score_text(code, tokens, weights, [], 20)
+    by_tokens = ranking.score_text(code, tokens, weights, [], 20, in_tokens=True)
+    assert by_tokens > by_chars
+
+
+def test_session_score_is_the_best_hit_plus_a_diminishing_share_of_the_rest() -> None:
+    assert ranking.session_score([]) == 0.0
+    assert ranking.session_score([5.0]) == 5.0
+    assert ranking.session_score([5.0, 4.0]) == 5.0 + ranking.SESSION_MORE_HITS * 4.0
+    many_weak = ranking.session_score([3.0] * 20)
+    assert many_weak < 3.0 + ranking.SESSION_MORE_HITS * 6.0  # 20 weak hits do not add up without bound
+    assert ranking.session_score([6.0]) > ranking.session_score([4.0, 1.0])
+
+
+def test_identifiers_weigh_more_than_prose_words_with_the_same_df() -> None:
+    tokens = query_tokens("proxy_buffering timeout")
+    df = {t.text: 10 for t in tokens}
+    weights = ranking.token_weights(tokens, df, 1000)
+    assert weights["proxy_buffering"] == weights["timeout"] * ranking.IDENTIFIER_WEIGHT

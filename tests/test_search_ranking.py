@@ -1,0 +1,172 @@
+"""The target ranks first: small hand-made archives, one per query kind, plus session-level results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import python_cli
+from pi_memory import Archive
+from pi_memory.ingest import write_messages
+from pi_memory.render import message_hash
+from pi_memory.store import NewMessage, SessionRow
+
+# Filler that shares common words and characters with the targets, so a target
+# must win on rare tokens, adjacency and term weight, not on being the only match.
+FILLER = [
+    "我们今天讨论了组件的样式问题，决定先用 CSS 变量，后面再看主题切换。",
+    "The build failed again because the cache directory was not writable on the runner.",
+    "这个函数的实现有问题，返回值没有处理空数组的情况，我已经加了测试。",
+    "Let's look at the logs: the request took 3 seconds and most of it was spent in the database.",
+    "缓存的过期时间设成了十分钟，索引重建放在夜里跑，这样白天不会卡。",
+    "I think the system should retry on timeouts, but not on validation errors.",
+    "接口文档已经更新，响应的字段名改成了驼峰式，前端需要同步修改。",
+    "The whale-sized refactor is done; now the tests are green and the build is calm.",
+    "锁屏之后定时任务还在跑，但是日志写不进去，需要看一下权限。",
+    "We moved the OPENAI_BASE_URL into the env file and documented it in the README.",
+]
+
+TARGETS = {
+    "reactive_zh": "Vue 的响应式是通过 Proxy 拦截属性的读取和写入来实现的：读取时收集依赖，写入时触发更新。",
+    "cache_index": "上次讨论的缓存索引优化方案：按会话分片建索引，热数据放内存，冷数据按需加载。",
+    "lock": "死锁的原因是两个事务以相反的顺序加锁，改成固定顺序之后就好了。",
+    "whale": "Call me Ishmael. The whale breached and the sea closed over the boat in a moment.",
+    "reactive_en": "How does the reactive system work? Each ref tracks its subscribers and notifies them on change.",
+    "identifier": "Set OPENAI_API_KEY before running the eval script, otherwise every request returns 401.",
+    "hook": "The session_before_compact hook runs just before pi summarizes old turns.",
+    "baoyu": "寶玉聽了，忙起身讓坐，黛玉卻只是笑。",
+    "mixed": "在 Vue 里用 watchEffect 监听响应式状态，回调会立即执行一次。",
+    "nginx": "找到原因了：nginx 的 proxy_buffering 没关，upstream 30 秒没有数据就断开连接；改成 proxy_buffering off 之后不再断开。",
+    "hint": "记忆提示：之前提到过 SSE 断流根因",
+}
+
+
+def _message(session_id: str, i: int, text: str, turn: int) -> NewMessage:
+    ts = 1_700_000_000_000 + i * 1000
+    role = "user" if turn % 2 == 0 else "assistant"
+    m = NewMessage(session_id, ts, role, text, True, None, None, {}, message_hash(role, ts, text))
+    m.prepare()
+    return m
+
+
+def _fill(archive: Archive, sessions: dict[str, list[str]]) -> dict[str, int]:
+    """Write each session's texts through the live write path; returns text -> msg id."""
+    store = archive.store
+    ids: dict[str, int] = {}
+    n = 0
+    for sid, texts in sessions.items():
+        with store.write():
+            store.ensure_session(SessionRow(sid, "pi", f"/home/dev/{sid}", sid, 1, 1))
+        for turn, text in enumerate(texts):
+            write_messages(store, sid, [_message(sid, n, text, turn)])
+            n += 1
+            ids[text] = int(store.scalar("SELECT max(id) FROM msg"))
+    return ids
+
+
+@pytest.fixture
+def hand_archive(archive: Archive) -> tuple[Archive, dict[str, int]]:
+    texts = FILLER * 3 + list(TARGETS.values()) + FILLER
+    sessions = {f"s{i // 10}": texts[i : i + 10] for i in range(0, len(texts), 10)}
+    return archive, _fill(archive, sessions)
+
+
+@pytest.mark.parametrize(
+    ("query", "target"),
+    [
+        ("锁", "lock"),  # 1 char
+        ("死锁", "lock"),  # 2 chars
+        ("宝玉", "baoyu"),  # simplified query, traditional text
+        ("寶玉", "baoyu"),  # traditional query
+        ("我一直搞不清楚响应式是怎么实现的", "reactive_zh"),  # long Chinese question
+        ("上次讨论过的缓存索引优化方案", "cache_index"),
+        ("the whale and the sea", "whale"),  # English phrase
+        ("how does the reactive system work", "reactive_en"),
+        ("Proxy 响应式", "reactive_zh"),  # mixed
+        ("watchEffect 响应式", "mixed"),  # identifier + Chinese word
+        ("OPENAI_API_KEY", "identifier"),  # identifier
+        ("session_before_compact", "hook"),
+        ("api key", "identifier"),  # identifier parts
+        ("proxy_buffering 断流", "nginx"),  # the identifier beats a short text holding only the Chinese word
+    ],
+)
+def test_target_ranks_first_for_each_query_kind(
+    hand_archive: tuple[Archive, dict[str, int]], query: str, target: str
+) -> None:
+    archive, ids = hand_archive
+    hits = archive.search(query, limit=5)
+    assert hits, f"no hits for {query!r}"
+    assert hits[0].msg_id == ids[TARGETS[target]], [h.snippet for h in hits]
+
+
+def test_session_search_ranks_the_session_that_talked_about_it_most_first(archive: Archive) -> None:
+    _fill(
+        archive,
+        {
+            "mentions-once": ["帮我看看登录页的样式", "我们顺便提了一下缓存索引，但没展开", "好的，样式改完了"],
+            "discussed": [
+                "缓存索引怎么设计比较好？",
+                "缓存索引可以按会话分片，热数据放内存",
+                "那缓存索引的重建呢？",
+                "缓存索引夜里重建，白天只做增量",
+            ],
+            "unrelated": ["the whale and the sea", "部署脚本报错了"],
+        },
+    )
+    found = archive.search_sessions("缓存索引", limit=5)
+    assert [s.session_id for s in found] == ["discussed", "mentions-once"]
+    assert found[0].headline == "缓存索引怎么设计比较好？"  # the first user message
+    assert found[0].hits == 4
+    assert "缓存索引" in found[0].best.text
+
+
+def test_session_search_respects_the_project_filter(archive: Archive) -> None:
+    _fill(archive, {"alpha": ["缓存索引的方案 A"], "beta": ["缓存索引的方案 B"]})
+    found = archive.search_sessions("缓存索引", project="beta")
+    assert [s.session_id for s in found] == ["beta"]
+
+
+def test_session_search_of_nothing_found_is_an_empty_list(archive: Archive) -> None:
+    _fill(archive, {"alpha": ["缓存索引的方案 A"]})
+    assert archive.search_sessions("鲸鱼") == []
+    assert archive.search_sessions('" OR chars:* ^') == []
+
+
+def test_cli_search_sessions_prints_sessions_as_json(archive: Archive, db_path: Path) -> None:
+    _fill(archive, {"alpha": ["怎么设计缓存索引？", "缓存索引按会话分片"], "beta": ["部署脚本报错了"]})
+    archive.close()
+    out = subprocess.run(
+        [*python_cli(), "--db", str(db_path), "search", "缓存索引", "--sessions", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    assert [s["session_id"] for s in data["sessions"]] == ["alpha"]
+    assert data["sessions"][0]["headline"] == "怎么设计缓存索引？"
+    assert data["sessions"][0]["hits"] == 2
+
+
+def test_cli_search_sessions_text_output_shows_the_headline(archive: Archive, db_path: Path) -> None:
+    _fill(archive, {"alpha": ["怎么设计缓存索引？", "缓存索引按会话分片"]})
+    archive.close()
+    out = subprocess.run(
+        [*python_cli(), "--db", str(db_path), "search", "缓存索引", "--sessions"], capture_output=True, text=True
+    )
+    assert out.returncode == 0
+    assert "session=alpha hits=2" in out.stdout
+    assert "first: 怎么设计缓存索引？" in out.stdout
+
+
+def test_cli_search_sessions_with_one_session_filter_is_a_clear_error(db_path: Path) -> None:
+    out = subprocess.run(
+        [*python_cli(), "--db", str(db_path), "search", "x", "--sessions", "--session", "abcdefgh"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode != 0
+    assert "cannot be combined" in out.stderr
+    assert "Traceback" not in out.stderr
