@@ -320,10 +320,7 @@ def _write_files(store: Store, run_id: int, summary: RunSummary) -> None:
 def _index_summary(store: Store, run_id: int, run: PreparedRun) -> None:
     store.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, run.chars, run.grams))
     store.conn.execute("UPDATE run SET indexed_chars=? WHERE id=?", (len(run.search_text), run_id))
-    store.conn.execute(
-        "UPDATE counter SET value = value + CASE name WHEN 'run_docs' THEN 1 ELSE ? END WHERE name IN ('run_docs', 'run_chars')",
-        (len(run.search_text),),
-    )
+    store.add_to_counters({"run_docs": 1, "run_chars": len(run.search_text)})
 
 
 def _unindex_summary(store: Store, run_id: int) -> None:
@@ -331,10 +328,7 @@ def _unindex_summary(store: Store, run_id: int) -> None:
     if chars is None or int(chars) < 0:
         return
     store.conn.execute("DELETE FROM run_fts WHERE rowid=?", (run_id,))
-    store.conn.execute(
-        "UPDATE counter SET value = value - CASE name WHEN 'run_docs' THEN 1 ELSE ? END WHERE name IN ('run_docs', 'run_chars')",
-        (int(chars),),
-    )
+    store.add_to_counters({"run_docs": -1, "run_chars": -int(chars)})
     store.conn.execute("UPDATE run SET indexed_chars=-1 WHERE id=?", (run_id,))
 
 

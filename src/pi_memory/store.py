@@ -293,15 +293,21 @@ class Store:
         """Counters the ranking needs, and the session's newest time, once per batch."""
         indexed = [m for m in added if m.indexed]
         if indexed:
-            self.conn.execute(
-                "UPDATE counter SET value = value + CASE name WHEN 'indexed_docs' THEN ? ELSE ? END"
-                " WHERE name IN ('indexed_docs', 'indexed_chars')",
-                (len(indexed), sum(len(m.text) for m in indexed)),
-            )
+            self.add_to_counters({"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)})
         if added:
             self.conn.execute(
                 "UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (max(m.ts for m in added), session_id)
             )
+
+    def add_to_counters(self, deltas: dict[str, int]) -> None:
+        """One single-row UPDATE per counter (inside a write transaction).
+
+        A statement that may change several rows and abort midway needs a statement
+        journal, and opening one makes FTS5 flush its pending inserts into a new
+        segment: a two-row UPDATE after every insert would cost one segment each.
+        """
+        for name, delta in deltas.items():
+            self.conn.execute("UPDATE counter SET value = value + ? WHERE name = ?", (delta, name))
 
     def existing_hashes(self, session_id: str) -> dict[str, bool]:
         """hash -> whether that message still lacks its entry id, for one session."""
