@@ -176,3 +176,14 @@ def test_two_connections_write_at_once_without_busy_errors(db_path: Path):
     finally:
         a.close()
         b.close()
+
+
+def test_verbatim_lines_round_trip_and_older_plain_zlib_blobs_still_read():
+    import zlib
+
+    from pi_memory.store import compress
+
+    line = b'{"type":"message","id":"ab12cd34","parentId":null,"message":{"role":"user","content":"\xe7\xbc\x93\xe5\xad\x98"}}'
+    assert decompress(compress(line)) == line
+    assert decompress(zlib.compress(line)) == line  # a blob written before the dictionary
+    assert len(compress(line)) < len(zlib.compress(line, 9))  # the preset dictionary pays off on short lines

@@ -92,11 +92,54 @@ class NewEntry:
     raw: bytes
 
 
+# Verbatim lines are compressed one by one (any line can be read or forgotten alone), and
+# most are short: a preset dictionary of the JSON shapes agents write lets zlib refer back to
+# them from the first byte (on the real pi fixtures: 47% of the source bytes without it, 33%
+# with it). The dictionary is part of the file format: never edit it; a new one gets a new
+# format byte. Blobs without a format byte are plain zlib streams (they start with 0x78).
+_RAW_DICT_V1 = (
+    b'{"type":"session","version":3,"id":"","timestamp":"","cwd":"/home/","parentSession":""}'
+    b'{"type":"model_change","id":"","parentId":null,"timestamp":"","provider":"","modelId":""}'
+    b'{"type":"thinking_level_change","id":"","parentId":"","timestamp":"","thinkingLevel":"off"}'
+    b'{"type":"session_info","name":""}{"type":"label","targetId":"","label":""}'
+    b'{"type":"compaction","summary":"","firstKeptEntryId":"","tokensBefore":0,"details":{},"fromHook":true}'
+    b'{"type":"custom_message","customType":"","content":"","display":true}{"type":"custom","data":{}}'
+    b'{"type":"message","id":"","parentId":"","timestamp":"2026-01-01T00:00:00.000Z","message":'
+    b'{"role":"user","content":[{"type":"text","text":""},{"type":"image","data":"","mimeType":"image/png"}],"timestamp":1}}'
+    b'{"role":"toolResult","toolCallId":"call_","toolName":"bash","content":[{"type":"text","text":""}],'
+    b'"details":{"truncation":{},"fullOutputPath":""},"isError":false,"timestamp":1}}'
+    b'{"role":"bashExecution","command":"","output":"","exitCode":0,"cancelled":false,"truncated":false}'
+    b'{"role":"assistant","content":[{"type":"thinking","thinking":"","thinkingSignature":""},{"type":"text","text":""},'
+    b'{"type":"toolCall","id":"call_","name":"read","arguments":{"path":""}},{"type":"toolCall","name":"edit",'
+    b'"arguments":{"path":"","edits":[{"oldText":"","newText":""}]}},{"type":"toolCall","name":"write",'
+    b'"arguments":{"path":"","content":""}},{"type":"toolCall","name":"bash","arguments":{"command":""}}],'
+    b'"api":"anthropic-messages","provider":"anthropic","model":"claude-","usage":{"input":0,"output":0,'
+    b'"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,'
+    b'"total":0}},"stopReason":"toolUse","timestamp":1}}'
+    b'{"parentUuid":"","isSidechain":false,"userType":"external","cwd":"","sessionId":"","version":"2.1.0",'
+    b'"gitBranch":"main","type":"assistant","message":{"id":"msg_","type":"message","role":"assistant",'
+    b'"model":"claude-","content":[{"type":"tool_use","id":"toolu_","name":"Bash","input":{"command":""}},'
+    b'{"type":"tool_result","tool_use_id":"toolu_","content":"","is_error":false}],"stop_reason":"tool_use",'
+    b'"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}},'
+    b'"requestId":"req_","uuid":"","timestamp":""}'
+    b'{"timestamp":"","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"",'
+    b'"call_id":"call_"}}{"type":"function_call_output","call_id":"call_","output":""}'
+    b'{"type":"message","role":"user","content":[{"type":"input_text","text":""}]}'
+    b'{"type":"event_msg","payload":{"type":"token_count","info":{}}}{"type":"turn_context","payload":{}}'
+)
+_RAW_V1 = b"\x01"
+
+
 def compress(raw: bytes) -> bytes:
-    return zlib.compress(raw, 6)
+    """A verbatim line, zlib with the v1 preset dictionary, behind a one-byte format mark."""
+    packer = zlib.compressobj(6, zdict=_RAW_DICT_V1)
+    return _RAW_V1 + packer.compress(raw) + packer.flush()
 
 
 def decompress(blob: bytes) -> bytes:
+    if blob[:1] == _RAW_V1:
+        unpacker = zlib.decompressobj(zdict=_RAW_DICT_V1)
+        return unpacker.decompress(blob[1:]) + unpacker.flush()
     return zlib.decompress(blob)
 
 
