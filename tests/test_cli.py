@@ -134,6 +134,7 @@ def test_every_cli_command_is_documented_in_the_readme():
     documented = set(re.findall(r"^### `pi-memory ([a-z-]+)", readme, flags=re.M))
     commands = set(cli.commands)
     assert commands <= documented, f"undocumented: {sorted(commands - documented)}"
+    assert documented <= commands, f"documented but missing: {sorted(documented - commands)}"
 
 
 def test_readme_has_exactly_two_setup_commands():

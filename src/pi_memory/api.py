@@ -557,6 +557,22 @@ class Archive:
         targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
         return import_slice(Importer(self.store), targets, offset, limit)
 
+    # --- recall inside a session (see `pi_memory.recall`) ------------------------------
+
+    def recall(self, params: dict[str, Any], text: bool = True) -> dict[str, Any]:
+        """The model's recall tool: search, list or read records by branch, file, kind and entry id.
+
+        `params` as the tool sends them (see `recall.PARAMS`); the answer is JSON-able, with the
+        `text` a model reads (evidence header, within 16,000 chars) unless `text=False`.
+        """
+        from .recall import format_recall, recall
+
+        result = recall(self, params)
+        out = result.to_dict()
+        if text:
+            out["text"] = format_recall(result)
+        return out
+
 
 def move_aside(db_path: Path) -> Path:
     """Rename a damaged archive (and its WAL/SHM) to `<name>.corrupt`, never overwriting one."""

@@ -760,3 +760,52 @@ memory.add_command(memory_show, "show")
 cli.add_command(remember_cmd, "remember")
 cli.add_command(memories_cmd, "memories")
 cli.add_command(forget_cmd, "forget-memory")
+
+
+@cli.command("recall")
+@click.argument("query", nargs=-1)
+@click.option("--session", help="The session (id or 8+ char prefix).")
+@click.option("--scope", type=click.Choice(["branch", "session", "all"]), help="Default: branch with --branch-ids.")
+@click.option("--branch-ids", help="The current branch: comma list of entry ids, a file of them, or the session file.")
+@click.option("--entry-ids", help="Read exactly these entries (comma list), in session order.")
+@click.option("--file", "file_path", help="Only records that read or changed this file.")
+@click.option("--kind", type=click.Choice(["user", "assistant", "tool_call", "tool_result", "bash", "custom"]))
+@click.option("--source-class", type=click.Choice(["primary", "derived", "all"]), default="all", show_default=True)
+@click.option("--list", "list_mode", is_flag=True, help="The newest records in scope; no query needed.")
+@click.option("--page", default=1, show_default=True, type=click.IntRange(1, 200))
+@click.option("--limit", default=8, show_default=True, type=click.IntRange(1, 30), help="Records per page.")
+@click.option("--raw", is_flag=True, help="The verbatim session entry JSON, in segments.")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(0), help="Segment start (chars).")
+@click.option("--raw-limit", default=4000, show_default=True, type=click.IntRange(1, 12000), help="Segment length.")
+@click.option("--thinking", is_flag=True, help="Include thinking in the full text of read entries.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_pass_db
+@click.pass_context
+def recall_cmd(ctx: click.Context, /, query: tuple[str, ...], **options: Any) -> None:
+    """Search, list or read back a session's records by branch, file, kind and entry id."""
+    from .recall import branch_ids_from
+
+    as_json = options.pop("as_json")
+    params = {
+        "query": " ".join(query),
+        "session": options["session"],
+        "scope": options["scope"],
+        "branch_ids": branch_ids_from(options["branch_ids"]) if options["branch_ids"] else [],
+        "entry_ids": options["entry_ids"] or [],
+        "file": options["file_path"],
+        "kind": options["kind"],
+        "source_class": options["source_class"],
+        "action": "list" if options["list_mode"] else None,
+        "page": options["page"],
+        "limit": options["limit"],
+        "raw": options["raw"],
+        "offset": options["offset"],
+        "raw_limit": options["raw_limit"],
+        "include_thinking": options["thinking"],
+    }
+    with open_archive(ctx) as archive:
+        result = archive.recall(params, text=not as_json)
+    if as_json:
+        _emit_json(result)
+    else:
+        click.echo(result["text"])

@@ -78,11 +78,21 @@ class Filters:
     kinds: tuple[str, ...] = ()  # user, assistant, tool_call, tool_error, summary (see runsearch)
     path: str | None = None  # messages that read or changed this file
     agent: str | None = None  # pi, claude, codex
+    sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
+    entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
 
     @property
     def active(self) -> bool:
         return bool(
-            self.project or self.since_ms or self.session_id or self.roles or self.kinds or self.path or self.agent
+            self.project
+            or self.since_ms
+            or self.session_id
+            or self.roles
+            or self.kinds
+            or self.path
+            or self.sessions
+            or self.entry_ids
+            or self.agent
         )
 
 
@@ -283,6 +293,12 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
     if f.agent:
         clauses.append("s.agent = ?")
         params.append(f.agent)
+    if f.sessions:
+        clauses.append("m.session_id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(f.sessions)))
+    if f.entry_ids:
+        clauses.append("m.entry_id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(f.entry_ids)))
     return " AND ".join(clauses), params
 
 
