@@ -82,3 +82,22 @@ def test_read_entries_returns_the_cited_entries_as_evidence(db_path: Path, tmp_p
     assert "rebuild_index() == 3" in found["result"]["text"] and found["result"]["read"]["missing"] == ["e999"]
     assert found["result"]["text"].startswith("[archived history")
     assert bad["error"]["code"] == "bad_params"
+
+
+def test_recall_reads_a_compacted_entry_of_the_current_branch_by_id(db_path: Path, tmp_path: Path) -> None:
+    session = tmp_path / "s.jsonl"
+    header = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-12-02T10:00:00.000Z", "cwd": "/p"}
+    branch = small_session().entries
+    session.write_text("\n".join(json.dumps(e) for e in [header, *branch]) + "\n")
+    ids = [e["id"] for e in branch]
+    ask = {"session_id": "s-1", "branch_ids": ids, "args": {"entry_ids": ["e003"], "session_id": "other"}}
+    _imported, found, elsewhere, bad = run(
+        db_path,
+        {"id": 1, "method": "import", "params": {"paths": [str(session)]}},
+        {"id": 2, "method": "recall", "params": ask},
+        {"id": 3, "method": "recall", "params": dict(ask, branch_ids=["e001"])},
+        {"id": 4, "method": "recall", "params": {"args": {}}},
+    )
+    assert "rebuild_index() == 3" in found["result"]["text"]
+    assert "rebuild_index() == 3" not in elsewhere["result"]["text"]  # not on that branch
+    assert bad["error"]["code"] == "bad_params"

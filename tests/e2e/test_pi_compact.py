@@ -67,6 +67,21 @@ SCRIPT: dict[str, Any] = {
         },
         {"match": "turn delta", "replies": [{"content": "Still fine."}]},
         {
+            "match": "turn search",
+            "replies": [
+                {
+                    "content": [
+                        {
+                            "type": "toolCall",
+                            "name": "session_search",
+                            "arguments": {"query": "deploy code word", "scope": "branch", "kind": "user"},
+                        }
+                    ]
+                },
+                {"content": "Found it on this branch."},
+            ],
+        },
+        {
             "match": "turn overflow",
             "replies": [
                 {
@@ -179,7 +194,7 @@ def test_manual_compact_writes_our_checkpoint_moves_an_unsafe_cut_and_keeps_deta
     rpc.prompt("turn filler: one more step")  # pi 1.6 keeps the last turns whole: give it one to keep
     rpc.request({"type": "compact"})
     rpc.prompt("turn gamma: what was the code word?")
-    rpc.prompt("turn delta: anything else?")
+    rpc.prompt("turn search: where was that word?")
     rpc.command("/memory-status")
     assert rpc.close() == 0
 
@@ -199,6 +214,9 @@ def test_manual_compact_writes_our_checkpoint_moves_an_unsafe_cut_and_keeps_deta
     assert CODE_WORD not in compaction["summary"]
     read = tool_result(entries, "session_read")
     assert read.startswith("[archived history") and CODE_WORD in read
+    # and a scoped search of the current branch (recall) finds the compacted user message
+    found = tool_result(entries, "session_search")
+    assert "scope branch" in found and CODE_WORD in found
     cited = compaction["summary"].split("session_read with entry_ids, for example ")[1].split(";")[0]
     shell = subprocess.run([*python_cli(), "entries", session_id, cited], capture_output=True, text=True, timeout=60)
     assert shell.returncode == 0 and CODE_WORD in shell.stdout
@@ -209,7 +227,7 @@ def test_manual_compact_writes_our_checkpoint_moves_an_unsafe_cut_and_keeps_deta
     # the summary message comes first (after pi 1.x's system message)
     first = next(i for i, p in enumerate(payloads) if MARKER in json.dumps(p["messages"][:2], ensure_ascii=False))
     after = payloads[first:]
-    assert len(after) == 3  # gamma (call, then answer) and delta
+    assert len(after) == 4  # gamma and the search turn: a tool call, then the answer, each
     prefix = json.dumps(after[0]["messages"], ensure_ascii=False)
     for later in after[1:]:
         assert later.get("systemPrompt") == after[0].get("systemPrompt")
