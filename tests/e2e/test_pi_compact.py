@@ -9,7 +9,10 @@ compaction settings are small (`keepRecentTokens` 60) so there is always somethi
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 import pytest
 from pi_install import InstallUnavailable, PiInstall, ensure_pi
 from pi_rpc import PiRpc
-from test_pi_live import HERE, PI_VERSIONS, World, wait_for
+from test_pi_live import HERE, PI_VERSIONS, World, bridge_pid, wait_for
 
 from conftest import python_cli
 from pi_memory import Archive
@@ -309,3 +312,58 @@ def test_new_context_compacts_after_the_tool_batch_and_continues_the_task_once(w
     assert "write the report" in note["content"]
     (window,) = world.windows(session_id)
     assert window.reason == "new_context"
+
+
+def test_a_threshold_compaction_is_recorded_with_its_reason(world: CompactWorld) -> None:
+    settings = {"compaction": {"keepRecentTokens": 60, "reserveTokens": 127_000}}  # threshold: ~1,000 tokens
+    (world.agent_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    rpc = world.start(world.project("shop"))
+    rpc.prompt(ALPHA)
+    rpc.prompt("turn beta: run both echoes")
+    rpc.prompt("turn filler: one more step")
+    rpc.prompt("turn delta: anything else?")
+    assert rpc.close() == 0
+    session_id, entries = world.session()
+    found = compactions(entries)
+    assert found and all(c["fromHook"] is True and c["summary"].startswith(MARKER) for c in found)
+    assert {c["details"]["reason"] for c in found} == {"threshold"}
+    assert [w.reason for w in world.windows(session_id)] == ["threshold"] * len(found)
+
+
+def test_a_bridge_that_cannot_plan_cancels_the_compaction_instead_of_an_llm_summary(
+    world: CompactWorld, tmp_path: Path
+) -> None:
+    flag = tmp_path / "bridge-broken"
+    rpc = world.start(
+        world.project("shop"),
+        PI_MEMORY_BRIDGE=f"{sys.executable} {HERE / 'bridge-wrapper.py'}",
+        PI_MEMORY_E2E_BROKEN=str(flag),
+    )
+    rpc.prompt(ALPHA)
+    rpc.prompt("turn beta: run both echoes")
+    rpc.prompt("turn filler: one more step")
+    flag.touch()  # from now on the bridge cannot start
+    os.kill(bridge_pid(rpc.pid), signal.SIGKILL)
+    with pytest.raises(RuntimeError, match="cancelled"):
+        rpc.request({"type": "compact"})
+    with pytest.raises(RuntimeError, match="cancelled"):
+        rpc.request({"type": "compact"})
+    assert rpc.close() == 0
+    _session_id, entries = world.session()
+    assert compactions(entries) == []  # and no LLM summary either
+    notices = [n for n in rpc.notifications if "compaction cancelled" in n]
+    assert len(notices) == 1 and "overrideDefaultCompaction" in notices[0]
+
+
+def test_new_context_does_not_continue_when_the_compaction_fails(world: CompactWorld) -> None:
+    rpc = world.start(world.project("shop"))
+    rpc.prompt("turn epsilon: the context is full, start fresh")  # nothing to compact yet
+    wait_for(lambda: any("new_context" in n for n in rpc.notifications), timeout=30)
+    rpc.prompt("turn delta: anything else?")
+    assert rpc.close() == 0
+    _session_id, entries = world.session()
+    assert compactions(entries) == []
+    assert not [e for e in entries if e.get("type") == "custom_message"]
+    assert CONTINUED not in json.dumps(entries, ensure_ascii=False)
+    (notice,) = [n for n in rpc.notifications if "new_context" in n]
+    assert "did not happen" in notice
