@@ -18,6 +18,7 @@ import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
 import { Type } from "typebox";
 import { spawn, type ChildProcess } from "node:child_process";
 import { registerCompaction } from "./compact.js";
+import { registerMemory } from "./memory.js";
 import { READ_FIELDS, SEARCH_FIELDS, recallTool, wantsEntryRead, wantsScopedSearch } from "./recall.js";
 
 // above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
@@ -554,4 +555,6 @@ export default function (pi: ExtensionAPI) {
       }
     },
   } as any);
+
+  registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
 }

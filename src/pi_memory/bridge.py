@@ -30,6 +30,7 @@ import apsw
 from . import format as fmt
 from .api import Archive
 from .errors import ArchiveError, BadInput, NotFound
+from .memory.tools import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
 from .search import Hit
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -214,6 +215,10 @@ def import_batch(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
 @method("shutdown")
 def shutdown(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     return {"bye": True}
+
+
+# long-term memory: the memory_* tools, memory_command, memory_injection, memory_start
+METHODS.update(MEMORY_BRIDGE_METHODS)
 
 
 # --- the loop ---------------------------------------------------------------------------

@@ -371,14 +371,8 @@ def get_run(store: Store, run_id: int) -> RunInfo:
     return run_from_row(rows[0])
 
 
-def list_runs(
-    store: Store,
-    project: str | None = None,
-    since_ms: int | None = None,
-    session_id: str | None = None,
-    limit: int = 20,
-) -> list[RunInfo]:
-    """Newest runs first."""
+def run_filters(project: str | None, since_ms: int | None, session_id: str | None) -> tuple[list[str], list[Any]]:
+    """SQL clauses (over `run r JOIN session s`) for the filters every run listing shares."""
     clauses: list[str] = ["1"]
     params: list[Any] = []
     if project:
@@ -390,6 +384,18 @@ def list_runs(
     if session_id:
         clauses.append("r.session_id = ?")
         params.append(session_id)
+    return clauses, params
+
+
+def list_runs(
+    store: Store,
+    project: str | None = None,
+    since_ms: int | None = None,
+    session_id: str | None = None,
+    limit: int = 20,
+) -> list[RunInfo]:
+    """Newest runs first."""
+    clauses, params = run_filters(project, since_ms, session_id)
     sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
               WHERE {" AND ".join(clauses)} ORDER BY r.start_ts DESC, r.id DESC LIMIT ?"""
     return [run_from_row(row) for row in store.rows(sql, params + [max(1, min(int(limit), 1000))])]

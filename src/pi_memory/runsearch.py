@@ -20,7 +20,7 @@ from typing import Any
 
 from . import ranking
 from .errors import BadInput
-from .runs import RUN_COLUMNS, RunInfo, run_from_row
+from .runs import RUN_COLUMNS, RunInfo, run_filters, run_from_row
 from .store import Store
 from .summary import fields_search_text
 from .text import QueryToken, fts_or, normalize, query_tokens
@@ -93,17 +93,7 @@ def path_sql_for_messages(path: str) -> tuple[str, list[Any]]:
 def _filters(
     project: str | None, since_ms: int | None, session_id: str | None, path: str | None, kinds: tuple[str, ...] = ()
 ) -> tuple[str, list[Any]]:
-    clauses: list[str] = ["1"]
-    params: list[Any] = []
-    if project:
-        clauses.append("(s.project = ? OR s.cwd = ?)")
-        params += [project, project]
-    if since_ms:
-        clauses.append("r.start_ts >= ?")
-        params.append(since_ms)
-    if session_id:
-        clauses.append("r.session_id = ?")
-        params.append(session_id)
+    clauses, params = run_filters(project, since_ms, session_id)
     if path:
         clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
         params += path_params(path)

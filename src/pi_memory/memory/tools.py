@@ -21,6 +21,7 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..compact.config import load_settings
 from ..errors import BadInput
 from . import present
 from .find import INJECTION_BUDGET
@@ -365,11 +366,52 @@ def bridge_command(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     return {"text": handler(archive, _str_param(params, "args") or "", cwd, session)}
 
 
+def memory_settings(cwd: str) -> tuple[bool, int, list[str]]:
+    """(memory on?, injection budget, notes on the settings file) from the project/global `pi-memory.json`."""
+    settings = load_settings(cwd)
+    return bool(settings.get("memory.enabled")), int(settings.get("memory.hintMaxChars")), settings.notes
+
+
 def bridge_injection(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    """`{"cwd", "session_id", "budget"?}` -> `{"text"}`: append to the system prompt when non-empty."""
+    """`{"cwd", "session_id", "budget"?}` -> `{"text"}`: append to the system prompt when non-empty.
+
+    Without `budget`, the settings decide: `memory.hintMaxChars`, and nothing at all
+    when `memory.enabled` is false.
+    """
     cwd, session = _context(params)
-    budget = _int_param(params, "budget", INJECTION_BUDGET, 0, 50_000)
+    if params.get("budget") is None:
+        enabled, budget, _notes = memory_settings(cwd)
+        if not enabled:
+            return {"text": ""}
+    else:
+        budget = _int_param(params, "budget", INJECTION_BUDGET, 0, 50_000)
     return {"text": injection_text(archive, cwd, session, budget)}
+
+
+COMMAND_DESCRIPTIONS = {
+    "remember": "Remember for this workspace: /remember [pin] [kind:K] [scope:session] [priority:N] "
+    "[supersede:ID] TEXT | /remember confirm:ID [pin]",
+    "memories": "List long-term memories: /memories [status:S] [kind:K] [QUERY]",
+    "forget": "Forget a long-term memory (kept in the log, no longer injected): /forget ID",
+}
+
+
+def bridge_start(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
+    """`{"cwd", "session_id"}` -> what the front end registers: `{"enabled", "tools", "commands", "notes"}`.
+
+    Tools (name -> description and JSON schema) and commands (name -> description)
+    come from here so the front end mirrors nothing; both are empty when
+    `memory.enabled` is false in the settings.
+    """
+    cwd, _session = _context(params)
+    enabled, budget, notes = memory_settings(cwd)
+    return {
+        "enabled": enabled,
+        "budget": budget,
+        "tools": MEMORY_TOOL_SPECS if enabled else {},
+        "commands": COMMAND_DESCRIPTIONS if enabled else {},
+        "notes": notes,
+    }
 
 
 # Every value takes `(archive, params)`; params carry the host's `cwd` and `session_id`.
@@ -377,4 +419,5 @@ BRIDGE_METHODS: dict[str, Callable[[Archive, dict[str, Any]], dict[str, Any]]] =
     **{name: _bridge_tool(name) for name in MEMORY_TOOLS},
     "memory_command": bridge_command,
     "memory_injection": bridge_injection,
+    "memory_start": bridge_start,
 }

@@ -1,0 +1,15 @@
+// Test-only pi extension: appends every provider request payload (pi's `before_provider_request`) as
+// one JSON line to the file named by PI_E2E_PAYLOADS, with the session id and cwd it was sent from.
+// The payload is returned unchanged. The faux provider (faux-provider.ts) passes its requests through
+// this hook the way real providers do.
+import type { ExtensionAPI } from "@mariozechner/pi-coding-agent";
+import { appendFileSync } from "node:fs";
+
+export default function (pi: ExtensionAPI) {
+  const file = process.env.PI_E2E_PAYLOADS;
+  if (!file) return;
+  pi.on("before_provider_request", (event: any, ctx: any) => {
+    const record = { session_id: ctx.sessionManager.getSessionId(), cwd: ctx.cwd, payload: event.payload };
+    appendFileSync(file, JSON.stringify(record) + "\n");
+  });
+}
