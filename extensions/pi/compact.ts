@@ -175,9 +175,13 @@ export function registerCompaction(pi: ExtensionAPI, deps: CompactionDeps): void
     },
   } as any);
 
-  // new input from a person takes over: the scheduled window is dropped
+  // new input from a person takes over: the scheduled window is dropped (typed while idle: `input`;
+  // a steering message delivered inside the run: a user message after the request)
   pi.on("input", (event: any) => {
     if (newContext && event?.source !== "extension") newContext = undefined;
+  });
+  pi.on("message_start", (event: any) => {
+    if (newContext && event?.message?.role === "user") newContext = undefined;
   });
 
   const startNewContext = (ctx: any) => {

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,19 @@ SCRIPT: dict[str, Any] = {
             ],
         },
         {"match": "(new_context)", "replies": [{"content": CONTINUED}]},
+        {
+            "match": "turn slow",
+            "replies": [
+                {
+                    "content": [
+                        {"type": "toolCall", "name": "new_context", "arguments": {"note": "write the report"}},
+                        {"type": "toolCall", "name": "bash", "arguments": {"command": "sleep 3; echo slept"}},
+                    ]
+                },
+                {"content": "Done with the slow step."},
+            ],
+        },
+        {"match": "turn steer", "replies": [{"content": "Doing the other thing instead."}]},
     ],
     "fallback": "OK.",
 }
@@ -367,3 +381,43 @@ def test_new_context_does_not_continue_when_the_compaction_fails(world: CompactW
     assert CONTINUED not in json.dumps(entries, ensure_ascii=False)
     (notice,) = [n for n in rpc.notifications if "new_context" in n]
     assert "did not happen" in notice
+
+
+def start_slow_new_context(rpc: PiRpc) -> None:
+    """The model asks for new_context next to a slow command; returns once that command runs."""
+    rpc.send({"type": "prompt", "message": "turn slow: start fresh after this"})
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        ev = rpc.next_event(timeout=1)
+        if ev and ev.get("type") == "tool_execution_start" and ev.get("toolName") == "bash":
+            return
+    raise AssertionError("the slow command never started")
+
+
+def no_new_window(world: CompactWorld) -> None:
+    time.sleep(3)  # a scheduled new_context compaction starts right after the run; give it the chance
+    _session_id, entries = world.session()
+    assert compactions(entries) == []
+    assert not [e for e in entries if e.get("type") == "custom_message"]
+    assert CONTINUED not in json.dumps(entries, ensure_ascii=False)
+
+
+def test_new_context_is_dropped_when_the_user_steers_in_before_the_batch_ends(world: CompactWorld) -> None:
+    rpc = world.start(world.project("shop"))
+    rpc.prompt(ALPHA)
+    rpc.prompt("turn beta: run both echoes")
+    start_slow_new_context(rpc)
+    rpc.send({"type": "steer", "message": "turn steer: no, do the other thing"})
+    wait_for(lambda: "Doing the other thing instead." in json.dumps(world.session()[1]), timeout=30)
+    no_new_window(world)
+    assert rpc.close() == 0
+
+
+def test_new_context_is_dropped_when_the_user_aborts_the_run(world: CompactWorld) -> None:
+    rpc = world.start(world.project("shop"))
+    rpc.prompt(ALPHA)
+    rpc.prompt("turn beta: run both echoes")
+    start_slow_new_context(rpc)
+    rpc.request({"type": "abort"})
+    no_new_window(world)
+    assert rpc.close() == 0
