@@ -399,3 +399,6 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
     finally:
         if archive is not None:
             archive.close()
+
+
+from .compact import bridge_methods as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)
