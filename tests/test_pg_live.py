@@ -214,3 +214,31 @@ def test_forget_on_the_team_archive_from_the_cli_obeys_the_writer_rule(pg_url: s
         assert (st.messages, st.sessions, st.indexed) == (0, 0, 0)
     missing = forget(lead, "aaaaaaaa-0002")
     assert missing.returncode != 0 and "no session" in missing.stderr
+
+
+def test_the_bridge_imports_a_folder_into_the_team_archive_in_batches(pg_url: str, tmp_path: Path):
+    folder = tmp_path / "sessions"
+    for i in range(3):
+        one_session(folder, f"cccccccc-000{i}", [f"batch 第{i}个 question", f"answer {i}"])
+    out = bridge(
+        pg_url,
+        {"id": 1, "method": "import", "params": {"paths": [str(folder)], "limit": 2}},
+        {"id": 2, "method": "import", "params": {"paths": [str(folder)], "limit": 2, "offset": 2}},
+        {"id": 3, "method": "import", "params": {"paths": [str(folder)], "limit": 5}},
+    )
+    first, second, again = (o["result"] for o in out)
+    assert (first["added"], first["next_offset"], second["added"], second["next_offset"]) == (4, 2, 2, None)
+    assert again["added"] == 0 and again["total_files"] == 3
+
+
+def test_a_restarted_watcher_takes_an_unchanged_file_over_without_reading_it_again(pg_url: str, tmp_path: Path):
+    path = one_session(tmp_path / "w", "dddddddd-0001", ["first 的问题", "first answer"])
+    with Archive.open(pg_url) as team:
+        first = team.follower().sync(path)
+        unchanged = team.follower().sync(path)  # a new watcher: no offsets in memory
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write(path.read_text(encoding="utf-8").splitlines()[-1].replace("first answer", "later line") + "\n")
+        grown = team.follower().sync(path)
+        assert (first.added, unchanged.added, unchanged.duplicates) == (2, 0, 0)  # taken over, not re-parsed
+        assert (grown.added, grown.reread) == (1, True)  # changed while no watcher ran: re-read whole, once
+        assert team.stats().messages == 3

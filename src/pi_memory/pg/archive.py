@@ -28,7 +28,7 @@ from ..api import (
     parse_since,
 )
 from ..api import _json_meta as json_meta
-from ..capture import LiveCapture
+from ..capture import ImportSlice, LiveCapture, import_slice
 from ..errors import ArchiveError, BadInput, NotFound
 from ..forget import ForgetPlan
 from ..ingest import Importer, ImportReport, SessionWrite
@@ -301,6 +301,12 @@ class PgArchive(Archive):
 
             self._live = PgLiveCapture(self.pg)
         return self._live
+
+    def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
+        """One batch of a long import into the team archive (the bridge's `import` method)."""
+        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
+        with self.pg.errors():
+            return import_slice(PgImporter(self.pg), targets, offset, limit)
 
     def follower(self) -> Follower:
         """`watch` into the team archive (read offsets kept in the watch process, see pg/capture.py)."""

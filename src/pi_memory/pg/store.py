@@ -473,6 +473,11 @@ class PgStore:
         with self.write():
             self._record_source_file((path, size, mtime_ns), session_id)
 
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """A bulk write needs no checkpoint policy here: the server checkpoints on its own schedule."""
+        yield
+
     def lock_workspace(self, workspace: str) -> None:
         """Serialize memory-log appends to one workspace until the transaction ends (other workspaces go on)."""
         self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workspace,))
