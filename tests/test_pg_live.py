@@ -242,3 +242,17 @@ def test_a_restarted_watcher_takes_an_unchanged_file_over_without_reading_it_aga
         assert (first.added, unchanged.added, unchanged.duplicates) == (2, 0, 0)  # taken over, not re-parsed
         assert (grown.added, grown.reread) == (1, True)  # changed while no watcher ran: re-read whole, once
         assert team.stats().messages == 3
+
+
+def test_a_read_only_role_capturing_gets_a_clear_error_and_the_bridge_goes_on(pg_url: str, make_role):
+    apply_roles(pg_url)
+    reader = make_role("pi_memory_reader")
+    message = {"role": "user", "content": "not allowed here", "timestamp": 1_796_000_000_000}
+    out = bridge(
+        reader,
+        {"id": 1, "method": "session_start", "params": {"session_id": "s-ro", "cwd": "/p"}},
+        {"id": 2, "method": "capture", "params": {"session_id": "s-ro", "message": message}},
+        {"id": 3, "method": "stats"},
+    )
+    assert [o["error"]["message"].split(":")[0] for o in out[:2]] == ["permission denied"] * 2
+    assert "Error" not in out[0]["error"]["message"] and out[2]["result"]["stats"]["messages"] == 0

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
-from ..capture import LiveCapture
+from ..capture import BackfillReport, LiveCapture
 from ..ingest import SessionWrite
 from ..store import NewEntry, NewMessage, Store
 from ..tail import FileState, Follower, SyncResult
@@ -41,8 +41,38 @@ class PgLiveCapture(LiveCapture):
     def _write(
         self, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
     ) -> tuple[int, int]:
+        return self.pg.write_sessions([SessionWrite(session_id, messages, list(entries or []))])
+
+    # driver errors (a reader role, a lost connection) become one clear line for the bridge to answer
+    def ensure_session(
+        self,
+        session_id: str,
+        cwd: str,
+        name: str | None = None,
+        started_at: int | str | None = None,
+        agent: str = "pi",
+        source_path: str | None = None,
+    ) -> None:
         with self.pg.errors():
-            return self.pg.write_sessions([SessionWrite(session_id, messages, list(entries or []))])
+            super().ensure_session(session_id, cwd, name, started_at, agent, source_path)
+
+    def capture_message(
+        self, session_id: str, message: dict[str, Any], entry_id: str | None = None, parent_id: str | None = None
+    ) -> int | None:
+        with self.pg.errors():
+            return super().capture_message(session_id, message, entry_id, parent_id)
+
+    def capture_entry(self, session_id: str, entry: dict[str, Any]) -> int | None:
+        with self.pg.errors():
+            return super().capture_entry(session_id, entry)
+
+    def backfill(self, session_id: str, entries: list[dict[str, Any]]) -> BackfillReport:
+        with self.pg.errors():
+            return super().backfill(session_id, entries)
+
+    def set_session_name(self, session_id: str, name: str | None) -> None:
+        with self.pg.errors():
+            super().set_session_name(session_id, name)
 
 
 class PgFollower(Follower):
