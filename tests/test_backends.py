@@ -15,6 +15,8 @@ import pytest
 from conftest import PI_DATA
 from pi_memory import Archive
 from pi_memory.errors import BadInput, NotFound
+from pi_memory.format import READ_CAP, SEARCH_CAP, format_read, format_search, format_stats
+from test_capture import RPC_COMPACTION, SDK_TREE, lines
 from test_search import write_session
 
 QUERIES = [
@@ -267,3 +269,76 @@ def test_a_huge_unbroken_token_is_archived_and_does_not_break_search(any_archive
     assert any_archive.import_paths([tmp_path / "blob.jsonl"]).added == 2
     assert any_archive.search("pasted")[0].session_id == "blobblob-0001"
     assert isinstance(any_archive.search(blob), list)
+
+
+# --- output ----------------------------------------------------------------------------
+
+
+def test_read_output_clips_long_messages_and_caps_the_total(any_archive: Archive, tmp_path: Path):
+    write_session(tmp_path / "long.jsonl", "longlong-0001", "/w/long", [f"{i} " + "长文本" * 2000 for i in range(12)])
+    any_archive.import_paths([tmp_path / "long.jsonl"])
+    last = any_archive.read("longlong-0001", before=50, after=0)
+    window = any_archive.read("longlong-0001", around=last.messages[0].msg_id, before=0, after=50)
+    assert len(window.messages) == 12 and not window.before_more and not window.after_more
+    text = format_read(window)
+    assert len(text) <= READ_CAP
+    assert "[clipped, 4502 more chars]" in text and text.endswith("(output capped; read a narrower window)")
+    assert text.startswith("# ") and "longlong-0001" in text
+
+
+def test_search_output_is_grouped_by_session_and_capped(imported: Archive):
+    hits = imported.search("the", limit=100)
+    text = format_search(hits, "the")
+    assert len(text) <= SEARCH_CAP
+    headers = [line for line in text.splitlines() if line.startswith("[")]
+    assert 1 <= len(headers) <= 5
+    assert "12 in 8 projects" in format_stats(imported.stats())
+
+
+# --- live capture (the pi extension's bridge) ------------------------------------------
+
+
+def branch(archive: Archive, session_id: str) -> list[tuple[str, str, str | None]]:
+    """A session's messages in order (role, text, entry id), read through the API."""
+    last = archive.read(session_id, before=0, after=0).messages[0].msg_id
+    window = archive.read(session_id, around=last, before=50, after=0)
+    return [(m.role, m.text, m.entry_id) for m in window.messages]
+
+
+def test_live_capture_then_backfill_then_import_archives_each_message_once(any_archive: Archive, tmp_path: Path):
+    header, *entries = lines(RPC_COMPACTION)
+    sid = header["id"]
+    any_archive.ensure_session(sid, header["cwd"], started_at=header["timestamp"])
+    live = [e["message"] for e in entries if e["type"] == "message"]
+    ids = [any_archive.capture_message(sid, m) for m in live]
+    assert all(isinstance(i, int) for i in ids) and [any_archive.capture_message(sid, m) for m in live] == [None] * len(
+        live
+    )
+    first, second = any_archive.backfill(sid, entries), any_archive.backfill(sid, entries)
+    assert (first.reconciled, first.added, second.reconciled, second.added) == (len(live), 1, 0, 0)
+    assert any_archive.import_paths([RPC_COMPACTION]).added == 0
+    with Archive.open(tmp_path / "reference.db") as ref:
+        ref.import_paths([RPC_COMPACTION])
+        assert branch(any_archive, sid) == branch(ref, sid)
+
+
+def test_captured_messages_are_searchable_and_sessions_renamed(any_archive: Archive):
+    message = {"role": "user", "content": "SSE 断流 proxy_buffering", "timestamp": 1_796_000_000_000}
+    msg_id = any_archive.capture_message("s-orphan", message)  # nobody registered the session
+    assert any_archive.search("断流")[0].msg_id == msg_id
+    assert any_archive.session_info("s-orphan").messages == 1
+    any_archive.set_session_name("s-orphan", "修复 SSE 断流")
+    assert any_archive.session_info("s-orphan").name == "修复 SSE 断流"
+    any_archive.set_session_name("s-orphan", "  ")
+    assert any_archive.session_info("s-orphan").name is None
+
+
+def test_capture_entry_archives_a_compaction_summary_once(any_archive: Archive):
+    compaction = next(e for e in lines(SDK_TREE) if e["type"] == "compaction")
+    any_archive.ensure_session("s-compact", "/p")
+    first, again = (
+        any_archive.capture_entry("s-compact", compaction),
+        any_archive.capture_entry("s-compact", compaction),
+    )
+    assert isinstance(first, int) and again is None
+    assert branch(any_archive, "s-compact") == [("summary", compaction["summary"], compaction["id"])]

@@ -114,7 +114,7 @@ def hello(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         ver = "unknown"
     return {
         "version": ver,
-        "db": str(archive.path),
+        "db": getattr(archive, "url", None) or str(archive.path),  # a team archive has a URL, not a path
         "schema": archive.store.user_version,
         "methods": sorted(METHODS),
         "recovered_from": str(archive.recovered_from) if archive.recovered_from else None,

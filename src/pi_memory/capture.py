@@ -169,14 +169,14 @@ class LiveCapture:
         if m is None:
             ne = other_entry(session_id, entry)
             self._ensure_known(session_id, ne.ts or now_ms())
-            write_messages(self.store, session_id, [], [ne])
+            self._write(session_id, [], [ne])
             return None
         return self._write_one(m)
 
     def _write_one(self, m: NewMessage) -> int | None:
         self._ensure_known(m.session_id, m.ts)
         m.prepare()  # tokenize before the transaction
-        added, _dup = write_messages(self.store, m.session_id, [m])
+        added, _dup = self._write(m.session_id, [m])
         if not added:
             return None
         found = self.store.message_by_hash(m.session_id, m.hash)
@@ -206,10 +206,16 @@ class LiveCapture:
             else:
                 m.prepare()
                 messages.append(m)
-        added, _dup = write_messages(self.store, session_id, messages, others)
+        added, _dup = self._write(session_id, messages, others)
         report.added = added
         report.entries = len(others)
         return report
+
+    def _write(
+        self, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
+    ) -> tuple[int, int]:
+        """The one write path; the team archive's capture (`pg/capture.py`) writes through its own."""
+        return write_messages(self.store, session_id, messages, entries)
 
     def _state(self, m: NewMessage) -> str:
         found = self.store.message_by_hash(m.session_id, m.hash)

@@ -423,7 +423,7 @@ def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
     if as_json:
         _emit_json(done.to_dict())
     else:
-        click.echo(f"forgot {done.describe()}; a re-import will not bring it back (unless --include-forgotten)")
+        click.echo(f"forgot {done.describe()}; {done.after_note()}")
 
 
 @cli.command()

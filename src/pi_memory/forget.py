@@ -44,6 +44,10 @@ class ForgetPlan:
         label = what.get(self.kind, f"message {self.msg_ids[0]}" if self.msg_ids else "message")
         return f"{label}: {len(self.msg_ids)} messages, {len(self.run_ids)} runs"
 
+    def after_note(self) -> str:
+        """What happens to it afterwards, for the confirmation line."""
+        return "a re-import will not bring it back (unless --include-forgotten)"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,

@@ -281,10 +281,14 @@ class Importer:
     def _forgotten_anywhere(self, hash_: str) -> bool:
         return forget.forgotten_anywhere(self.store, hash_)
 
+    def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
+        """Write planned sessions now (another backend's importer writes through its own store)."""
+        return write_sessions(self.store, units)
+
     def flush(self, report: ImportReport) -> None:
         if not self._pending:
             return
-        added, skipped = write_sessions(self.store, self._pending)
+        added, skipped = self.write_units(self._pending)
         report.added += added
         report.skipped += skipped
         self._pending, self._pending_messages = [], 0
@@ -313,7 +317,7 @@ def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple
     unit = importer.plan_session(parsed, path, report)
     if unit is None:
         return 0, report.skipped
-    added, skipped = write_sessions(importer.store, [unit])
+    added, skipped = importer.write_units([unit])
     return added, report.skipped + skipped
 
 

@@ -28,11 +28,14 @@ from ..api import (
     parse_since,
 )
 from ..api import _json_meta as json_meta
+from ..capture import ImportSlice, LiveCapture, import_slice
 from ..errors import ArchiveError, BadInput, NotFound
-from ..ingest import Importer, ImportReport
+from ..forget import ForgetPlan
+from ..ingest import Importer, ImportReport, SessionWrite
 from ..search import Hit
 from ..sources.pi import default_sessions_dir
 from ..store import Store
+from ..tail import Follower
 from .push import PushReport, push
 from .search import PgSearcher, TeamFilters
 from .store import PgStore
@@ -48,6 +51,31 @@ class _SqliteOnly:
         raise ArchiveError(
             f"this feature works on a local SQLite archive only, not on a PostgreSQL archive (store.{name})"
         )
+
+
+class _PgStandIn(_SqliteOnly):
+    """What front ends ask of `archive.store` that has a meaning on PostgreSQL too."""
+
+    def __init__(self, pg: PgStore) -> None:
+        self._pg = pg
+
+    # PostgreSQL checkpoints on its own schedule: a live writer has nothing to defer or run when idle
+    def defer_checkpoints(self) -> None:
+        pass
+
+    def checkpoint(self) -> None:
+        pass
+
+    @property
+    def user_version(self) -> int:
+        return self._pg.schema_version()
+
+
+class PgForgetPlan(ForgetPlan):
+    """A team archive forgets whole sessions, for everyone, and keeps no tombstone."""
+
+    def after_note(self) -> str:
+        return "removed for everyone on the team archive (a later import or push of its file would add it again)"
 
 
 class PgImporter(Importer):
@@ -66,13 +94,8 @@ class PgImporter(Importer):
     def _forgotten_anywhere(self, hash_: str) -> bool:
         return False
 
-    def flush(self, report: ImportReport) -> None:
-        if not self._pending:
-            return
-        added, skipped = self.pg.write_sessions(self._pending)
-        report.added += added
-        report.skipped += skipped
-        self._pending, self._pending_messages = [], 0
+    def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
+        return self.pg.write_sessions(units)
 
 
 class PgArchive(Archive):
@@ -80,7 +103,7 @@ class PgArchive(Archive):
 
     def __init__(self, pg: PgStore) -> None:  # noqa: D107 - deliberately not calling Archive.__init__
         self.pg = pg
-        self.store = cast(Store, _SqliteOnly())
+        self.store = cast(Store, _PgStandIn(pg))
         self.searcher = PgSearcher(pg)
 
     @classmethod
@@ -254,13 +277,42 @@ class PgArchive(Archive):
 
     # --- team ------------------------------------------------------------------------
 
-    # A team archive forgets whole sessions (for everyone) and counts the rows; a local
-    # archive also forgets runs and messages and returns its plan.
-    def forget(self, session: str) -> int:  # type: ignore[override]
-        """Remove a session's rows for everyone; only its writer or a `pi_memory_admin` member may."""
+    # A team archive forgets whole sessions (for everyone); a local archive also forgets runs and messages.
+    def plan_forget(self, target: str) -> ForgetPlan:
+        """The session `target` names (id or prefix) and its messages, counted before anything is deleted."""
         with self.pg.errors():
-            sid = self.resolve_session(session)
-            return self.pg.forget_session(sid)
+            sid = self.resolve_session(target)
+            ids = [int(r[0]) for r in self.pg.rows("SELECT id FROM msg WHERE session_id=%s ORDER BY id", (sid,))]
+        return PgForgetPlan(target, "session", sid, ids)
+
+    def forget(self, target: str) -> ForgetPlan:
+        """Remove a session's rows for everyone; only its writer or a `pi_memory_admin` member may."""
+        plan = self.plan_forget(target)
+        with self.pg.errors():
+            self.pg.forget_session(plan.session_id)
+        return plan
+
+    # --- live writers (pg/capture.py) ---------------------------------------------------
+
+    @property
+    def live(self) -> LiveCapture:
+        if self._live is None:
+            from .capture import PgLiveCapture
+
+            self._live = PgLiveCapture(self.pg)
+        return self._live
+
+    def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
+        """One batch of a long import into the team archive (the bridge's `import` method)."""
+        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
+        with self.pg.errors():
+            return import_slice(PgImporter(self.pg), targets, offset, limit)
+
+    def follower(self) -> Follower:
+        """`watch` into the team archive (read offsets kept in the watch process, see pg/capture.py)."""
+        from .capture import PgFollower
+
+        return PgFollower(self.pg)
 
     def whoami(self) -> dict[str, Any]:
         """The identity rows are written under: the database role, the display name and this host."""

@@ -433,6 +433,51 @@ class PgStore:
             (session_ids,),
         )
 
+    # --- live capture: the few store calls `capture.LiveCapture` makes (same meaning as store.py) ----
+
+    def ensure_session(self, row: SessionRow) -> None:
+        self._ensure_session(row)
+
+    def session_exists(self, session_id: str) -> bool:
+        return self.scalar("SELECT 1 FROM session WHERE id=%s", (session_id,)) is not None
+
+    def message_by_hash(self, session_id: str, hash_: str) -> tuple[int, str | None] | None:
+        rows = self.rows("SELECT id, entry_id FROM msg WHERE session_id=%s AND hash=%s", (session_id, hash_))
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
+        rows = self.rows(
+            """SELECT id FROM msg WHERE session_id=%s AND entry_id IS NULL AND role=%s AND text=%s
+                 AND ts BETWEEN %s AND %s ORDER BY abs(ts - %s) LIMIT 1""",
+            (session_id, role, pg_text(text), ts - window_ms, ts + window_ms, ts),
+        )
+        return int(rows[0][0]) if rows else None
+
+    def rekey_message(
+        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
+    ) -> None:
+        self.conn.execute(
+            "UPDATE msg SET hash=%s, entry_id=%s, parent_id=%s WHERE id=%s", (hash_, entry_id, parent_id, msg_id)
+        )
+        self.conn.execute(
+            "UPDATE entry SET entry_key=%s, entry_id=%s WHERE msg_id=%s", ("msg:" + hash_, entry_id, msg_id)
+        )
+        if raw is not None:
+            self.conn.execute("UPDATE entry SET raw=%s WHERE msg_id=%s", (compress(raw), msg_id))
+
+    def set_session_name(self, session_id: str, name: str | None) -> None:
+        self.conn.execute("UPDATE session SET name=%s WHERE id=%s", (pg_text(name) if name else None, session_id))
+
+    def record_source_file(self, path: str, session_id: str, size: int, mtime_ns: int) -> None:
+        """What `watch` read of a file whole: a restarted watcher takes an unchanged file over unread."""
+        with self.write():
+            self._record_source_file((path, size, mtime_ns), session_id)
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """A bulk write needs no checkpoint policy here: the server checkpoints on its own schedule."""
+        yield
+
     def lock_workspace(self, workspace: str) -> None:
         """Serialize memory-log appends to one workspace until the transaction ends (other workspaces go on)."""
         self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workspace,))
