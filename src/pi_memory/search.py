@@ -223,7 +223,7 @@ class Searcher:
         if filters.active:
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
         sql += " ORDER BY c.s DESC, c.id DESC LIMIT ?"
-        return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [RARE_CANDIDATES])]
+        return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [self.rare_candidates])]
 
     def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
         if not anchors:
@@ -253,9 +253,13 @@ class Searcher:
 
     # --- search ----------------------------------------------------------------------
 
+    # candidates kept from the rare track: enough for the hits asked for (at most MAX_LIMIT)
+    rare_candidates = RARE_CANDIDATES
+
     def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
         filters = filters or Filters()
         limit = max(1, min(int(limit), MAX_LIMIT))
+        self.rare_candidates = max(RARE_CANDIDATES, limit)
         with self.store.read():
             plan = self.plan(query)
             if not plan.rare and not plan.common:

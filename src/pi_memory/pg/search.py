@@ -36,8 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from .. import ranking
 from ..search import (
-    RARE_CANDIDATES,
+    AVG_LEN_SAMPLE,
     RECENT_CANDIDATES,
     Filters,
     Hit,
@@ -131,6 +132,20 @@ class PgSearcher(Searcher):
             self.pg.conn.execute("SET LOCAL enable_seqscan = off")
             return super().search(query, limit=limit, filters=filters)
 
+    def _avg_len(self) -> float:
+        """As in SQLite: the mean token length of the newest documents, cached with the df cache."""
+        if self._avg is None or self._avg[0] != self.df_cache.generation:
+            texts = self.pg.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT %s", (AVG_LEN_SAMPLE,))
+            lengths = [ranking.doc_length(str(t[0]).lower()) for t in texts]
+            self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
+        return self._avg[1]
+
+    def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
+        if not ids:
+            return {}
+        sql = "SELECT id, started_at, last_at, first_user FROM session WHERE id = ANY(%s)"
+        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in self.pg.rows(sql, (list(ids),))}
+
     def plan(self, query: str) -> QueryPlan:
         """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
         plan = super().plan(query)
@@ -204,7 +219,7 @@ class PgSearcher(Searcher):
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
             params += fparams
         sql += " ORDER BY c.s DESC, c.id DESC LIMIT %s"
-        return [int(r[0]) for r in self.pg.rows(sql, params + [RARE_CANDIDATES])]
+        return [int(r[0]) for r in self.pg.rows(sql, params + [self.rare_candidates])]
 
     def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
         if not anchors:
