@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory import Archive
+from pi_memory.ingest import run_deferred_hooks
 
 WORDS = "缓存 索引 重建 断流 proxy_buffering SSE nginx reactive ref computed vue 组件 渲染 build test error".split()
 
@@ -56,7 +57,8 @@ def percentiles(samples_ms: list[float]) -> str:
 
 
 def bench_in_process(db: Path, n: int, turn: int) -> tuple[list[float], list[float]]:
-    """Wall and CPU ms per capture; like the bridge, checkpoints wait for the idle gap between turns (untimed).
+    """Wall and CPU ms per capture; like the bridge, run summaries and checkpoints wait for the idle gap
+    between turns (untimed).
 
     CPU time (user + system of this process) is the write's own cost, free of the waits a
     loaded machine adds when other processes hold the cores.
@@ -66,6 +68,7 @@ def bench_in_process(db: Path, n: int, turn: int) -> tuple[list[float], list[flo
     cpu: list[float] = []
     with Archive.open(db) as archive:
         archive.store.defer_checkpoints()
+        archive.store.defer_hooks()
         archive.ensure_session("bench-in-process", "/home/dev/bench")
         for i in range(n):
             m = message(i, base)
@@ -74,7 +77,9 @@ def bench_in_process(db: Path, n: int, turn: int) -> tuple[list[float], list[flo
             wall.append((time.perf_counter() - t0) * 1000)
             cpu.append((time.process_time() - c0) * 1000)
             if turn and i % turn == turn - 1:
+                run_deferred_hooks(archive.store)
                 archive.store.checkpoint()
+        run_deferred_hooks(archive.store)
     return wall, cpu
 
 

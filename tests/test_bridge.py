@@ -167,3 +167,39 @@ def test_a_damaged_archive_is_replaced_and_the_first_session_start_says_so(db_pa
     assert out[0]["result"]["recovered_from"] == str(db_path) + ".corrupt"
     assert out[1]["result"]["recovered_from"] is None
     assert (db_path.parent / (db_path.name + ".corrupt")).exists()
+
+
+REPLY = {
+    "role": "assistant",
+    "content": [{"type": "text", "text": "索引已重建。"}],
+    "stopReason": "stop",
+    "timestamp": 1_796_000_001_000,
+}
+
+
+def test_live_writes_put_run_summaries_off_until_a_read_needs_them(db_path: Path) -> None:
+    from pi_memory import Archive
+    from pi_memory.ingest import run_deferred_hooks
+
+    with Archive.open(db_path) as archive:
+        archive.store.defer_hooks()
+        archive.ensure_session("s2", "/home/dev/shop")
+        archive.capture_message("s2", USER)
+        archive.capture_message("s2", REPLY)
+        assert archive.store.scalar("SELECT count(*) FROM run") == 0  # the write returned first
+        assert run_deferred_hooks(archive.store)
+        assert archive.store.scalar("SELECT count(*) FROM run WHERE status='ok'") == 1
+        assert not run_deferred_hooks(archive.store)
+
+
+def test_a_read_through_the_bridge_sees_runs_of_messages_captured_just_before(db_path: Path) -> None:
+    out = run(
+        db_path,
+        {"id": 1, "method": "session_start", "params": {"session_id": "s3", "cwd": "/home/dev/shop"}},
+        {"id": 2, "method": "capture", "params": {"session_id": "s3", "message": USER}},
+        {"id": 3, "method": "capture", "params": {"session_id": "s3", "message": REPLY}},
+        {"id": 4, "method": "recall", "params": {"session_id": "s3", "args": {"action": "list", "scope": "session"}}},
+    )
+    records = out[3]["result"]["result"]["results"]
+    assert len(records) == 2
+    assert all(r["address"] and r["address"].startswith("r") for r in records)  # the run is already there

@@ -30,6 +30,7 @@ import apsw
 from . import format as fmt
 from .api import Archive
 from .errors import ArchiveError, BadInput, NotFound
+from .ingest import run_deferred_hooks
 from .memory.tools import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
 from .search import Hit
 
@@ -278,6 +279,8 @@ def handle_line(archive: Archive | None, line: bytes, open_error: str | None = N
     if archive is None:
         return error(req_id, "archive_error", open_error or "the archive is not open")
     try:
+        if name not in LIVE_WRITES:
+            run_deferred_hooks(archive.store)  # what the hooks build (runs) is current for any read
         result = METHODS[name](archive, params)
     except Exception as exc:  # any failure, a bug included, is one error response: the bridge goes on
         code = error_code(exc)
@@ -351,6 +354,29 @@ def encode(response: dict[str, Any]) -> bytes:
     return text.encode("utf-8", "backslashreplace") + b"\n"
 
 
+# Requests that only add messages: their after-write hooks (runs) wait for an idle moment.
+LIVE_WRITES = frozenset({"session_start", "capture", "capture_entry", "backfill", "set_name"})
+
+
+def _when_idle(archive: Archive) -> None:
+    """Deferred run summaries, then a WAL checkpoint: work that must not land on a live write."""
+    try:
+        run_deferred_hooks(archive.store)
+    except (ArchiveError, apsw.Error) as exc:  # never fatal: the next import or rebuild redoes runs
+        print(f"pi-memory bridge: deferred run update failed: {exc}", file=sys.stderr)
+    archive.store.checkpoint()
+
+
+def _close(archive: Archive | None) -> None:
+    if archive is None:
+        return
+    try:
+        run_deferred_hooks(archive.store)  # no run left half-built at exit
+    except (ArchiveError, apsw.Error):
+        pass
+    archive.close()
+
+
 def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX_REQUEST_BYTES) -> int:
     """Answer requests until EOF or `shutdown`. Returns the exit code.
 
@@ -364,6 +390,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
     try:
         archive = Archive.open(db)
         archive.store.defer_checkpoints()
+        archive.store.defer_hooks()
     except ArchiveError as exc:
         open_error = str(exc)  # keep answering, so the host can show why
     reader = LineReader(stdin, limit)
@@ -375,7 +402,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
                 and since_checkpoint
                 and (since_checkpoint >= CHECKPOINT_EVERY or reader.idle(IDLE_SECONDS))
             ):
-                archive.store.checkpoint()
+                _when_idle(archive)
                 since_checkpoint = 0
             line = reader.readline()
             if line is None:
@@ -397,8 +424,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
     except BrokenPipeError:
         return 0  # the host is gone: nobody is left to answer
     finally:
-        if archive is not None:
-            archive.close()
+        _close(archive)
 
 
 from .compact import bridge_methods as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)

@@ -145,10 +145,27 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
         with store.write():
             for session_id in added_ids:
                 store.update_first_user(session_id)
-        for session_id, ids in added_ids.items():
-            for hook in AFTER_WRITE:
-                hook(store, session_id, ids)
+        if store.deferred_hooks is not None:
+            for session_id, ids in added_ids.items():
+                store.deferred_hooks.setdefault(session_id, []).extend(ids)
+        else:
+            _run_hooks(store, added_ids)
     return sum(len(v) for v in added_ids.values()), skipped
+
+
+def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:
+    for session_id, ids in added_ids.items():
+        for hook in AFTER_WRITE:
+            hook(store, session_id, ids)
+
+
+def run_deferred_hooks(store: Store) -> bool:
+    """Run the after-write hooks a live writer put off (see `Store.defer_hooks`); True if any ran."""
+    if not store.deferred_hooks:
+        return False
+    pending, store.deferred_hooks = store.deferred_hooks, {}
+    _run_hooks(store, pending)
+    return True
 
 
 def _write_chunk(

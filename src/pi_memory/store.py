@@ -440,6 +440,17 @@ class Store:
             self.conn.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
 
     checkpoints_deferred = False
+    # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once
+    deferred_hooks: dict[str, list[int]] | None = None
+
+    def defer_hooks(self) -> None:
+        """Live capture: a message's write returns before its run is re-summarized.
+
+        The owner (the bridge) calls `ingest.run_deferred_hooks` when idle and before any
+        request that reads what the hooks build, so a live write costs the message's own
+        transaction only.
+        """
+        self.deferred_hooks = {}
 
     def defer_checkpoints(self) -> None:
         """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""

@@ -66,6 +66,12 @@ class _PgStandIn(_SqliteOnly):
     def checkpoint(self) -> None:
         pass
 
+    # runs are a local-archive feature: nothing is put off on a team archive
+    deferred_hooks = None
+
+    def defer_hooks(self) -> None:
+        pass
+
     @property
     def user_version(self) -> int:
         return self._pg.schema_version()
