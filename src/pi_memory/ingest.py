@@ -10,7 +10,6 @@ reported with their line numbers; everything good in the same file is kept.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,10 +340,3 @@ def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
 # Runs and their summaries are built here, so import and live capture both keep them current.
 AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = [runs.after_write]
-
-
-def file_size(path: Path) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

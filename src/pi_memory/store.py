@@ -278,9 +278,6 @@ class Store:
     def set_session_name(self, session_id: str, name: str | None) -> None:
         self.conn.execute("UPDATE session SET name=? WHERE id=?", (name, session_id))
 
-    def message_exists(self, session_id: str, hash_: str) -> bool:
-        return self.scalar("SELECT 1 FROM msg WHERE session_id=? AND hash=?", (session_id, hash_)) is not None
-
     def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
         """A fork or clone copies entries under the same ids: the same entry id and content exists."""
         if not entry_id:
