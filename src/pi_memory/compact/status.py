@@ -108,7 +108,7 @@ def _last_lines(st: CompactStatus) -> list[str]:
     ms = f"{w.plan_ms:.1f} ms" if w.plan_ms is not None else "unknown"
     chain = "ok" if not st.chain_problems else f"BROKEN ({st.chain_problems[0]})"
     return [
-        f"last compaction: {_when(w.recorded_at)}, session {w.session_id[:8]}, entry {w.compaction_entry_id} by {w.compactor}",
+        f"last compaction: {_when(w.recorded_at)}, session {w.session_id}, entry {w.compaction_entry_id} by {w.compactor}",
         f"  reason {w.reason or 'unknown'}, plan time {ms}, {w.source_count if w.source_count is not None else '?'} "
         f"records compacted, checkpoint {w.checkpoint_chars if w.checkpoint_chars is not None else '?'} chars, "
         f"{w.derived_count} derived memories",

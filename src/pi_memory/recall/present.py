@@ -29,7 +29,7 @@ def item_block(item: RecallItem) -> str:
     if item.source_class == "derived":
         head += " (derived summary)"
     head += f" · {local_time(item.ts, True)}" + (f" · msg {item.msg_id}" if item.msg_id else "")
-    head += f" · session {item.session_id[:8]}"
+    head += f" · session {item.session_id}"
     if item.body is None:
         return f"{head}: {item.snippet}"
     end = item.offset + len(item.body)
