@@ -187,3 +187,27 @@ def test_verbatim_lines_round_trip_and_older_plain_zlib_blobs_still_read():
     assert decompress(compress(line)) == line
     assert decompress(zlib.compress(line)) == line  # a blob written before the dictionary
     assert len(compress(line)) < len(zlib.compress(line, 9))  # the preset dictionary pays off on short lines
+
+
+def test_many_files_import_the_same_with_a_parsing_worker_as_without(tmp_path: Path, monkeypatch):
+    import pi_memory.ingest as ingest
+
+    lines = VUE.read_bytes().splitlines(keepends=True)
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(ingest.PARALLEL_MIN_FILES + 3):  # enough files for the worker to start
+        header = json.loads(lines[0])
+        header["id"] = f"copy-{i:04d}"
+        (folder / f"s{i:04d}.jsonl").write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
+    (folder / "torn.jsonl").write_bytes(lines[0] + lines[1] + b'{"type":"message", torn')
+    results = {}
+    for workers in ("0", "1"):
+        monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", workers)
+        with Archive.open(tmp_path / f"w{workers}.db") as a:
+            report = a.import_paths([folder])
+            again = a.import_paths([folder])
+            hits = [(h.session_id, h.seq) for h in a.search("响应式", limit=20)]
+            results[workers] = (report.added, len(report.errors), again.unchanged, a.stats().messages, hits)
+    assert results["0"] == results["1"]
+    assert results["1"][0] == 23 * (ingest.PARALLEL_MIN_FILES + 3)
+    assert results["1"][1] == 1  # the torn line, reported by line number either way

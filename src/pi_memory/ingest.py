@@ -10,7 +10,11 @@ reported with their line numbers; everything good in the same file is kept.
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from .errors import ArchiveError
 from .sources.pi import Entry, ParsedSession, project_of
 from .sources.readers import read_session_file
 from .store import NewEntry, NewMessage, SessionRow, Store
+from .text import tokenize
 
 BATCH = 200
 
@@ -227,37 +232,60 @@ class Importer:
         self.flush(report)
         return report
 
-    def _read_file(self, path: Path, force: bool, agent: str | None = None) -> ImportReport:
-        report = ImportReport(files=1)
+    def _changed(self, path: Path, force: bool, report: ImportReport) -> tuple[str, int, int] | None:
+        """(key, size, mtime) of a file to read, or None when it is unchanged or unreadable."""
         try:
             stat = path.stat()
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
-            return report
+            return None
         key = str(path.resolve())
         if not force and self.store.source_file_state(key) == (stat.st_size, stat.st_mtime_ns):
             report.unchanged = 1
+            return None
+        return key, stat.st_size, stat.st_mtime_ns
+
+    def _read_file(self, path: Path, force: bool, agent: str | None = None) -> ImportReport:
+        report = ImportReport(files=1)
+        source = self._changed(path, force, report)
+        if source is None:
             return report
         try:
-            parsed = read_session_file(path, agent)
+            parsed, tokens = parse_and_tokenize(str(path), agent)
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return report
+        self._accept(path, source, parsed, tokens, report)
+        return report
+
+    def _accept(
+        self,
+        path: Path,
+        source: tuple[str, int, int],
+        parsed: ParsedSession,
+        tokens: dict[str, tuple[str, str]],
+        report: ImportReport,
+    ) -> None:
         report.errors += [FileError(str(path), s.line_no, s.error) for s in parsed.skipped]
         if parsed.header is None:
             if not parsed.skipped:
                 report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
-            return report
-        unit = self.plan_session(parsed, path, report)
+            return
+        unit = self.plan_session(parsed, path, report, tokens)
         if unit is None:
-            return report
-        unit.source = (key, stat.st_size, stat.st_mtime_ns)
+            return
+        unit.source = source
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)
-        return report
 
-    def plan_session(self, parsed: ParsedSession, path: Path, report: ImportReport) -> SessionWrite | None:
-        """What of this session is new: tokenized messages and the other entries."""
+    def plan_session(
+        self,
+        parsed: ParsedSession,
+        path: Path,
+        report: ImportReport,
+        tokens: dict[str, tuple[str, str]] | None = None,
+    ) -> SessionWrite | None:
+        """What of this session is new: tokenized messages (`tokens`: cut already, by hash) and the other entries."""
         row = _session_row(parsed, path)
         report.sessions.add(row.id)
         forgotten = self._forgotten(row.id)
@@ -282,7 +310,7 @@ class Importer:
                 report.skipped += 1  # a fork/clone copies entries under the same ids: archived once
                 continue
             if m.hash not in existing:
-                m.prepare()
+                _tokenize(m, tokens)
             unit.messages.append(m)
         return unit
 
@@ -316,15 +344,103 @@ class Importer:
         progress: Callable[[Path], None] | None = None,
         agent: str | None = None,
     ) -> ImportReport:
+        files = discover(paths)
+        if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
+            return self._import_pipelined(files, force, progress, agent)
         report = ImportReport()
-        for path in discover(paths):
+        for path in files:
             report.merge(self._read_file(path, force, agent))
-            if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
-                self.flush(report)
+            self._maybe_flush(report)
             if progress:
                 progress(path)
         self.flush(report)
         return report
+
+    def _maybe_flush(self, report: ImportReport) -> None:
+        if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
+            self.flush(report)
+
+    def _import_pipelined(
+        self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
+    ) -> ImportReport:
+        """Many files: a worker process parses, renders and tokenizes while this one writes.
+
+        The two halves cost about the same, so on two cores this nearly doubles the rate.
+        At most `IN_FLIGHT` files are ahead of the writer, so memory stays flat.
+        """
+        report = ImportReport()
+        queue: deque[tuple[Path, tuple[str, int, int], Future[tuple[ParsedSession, dict[str, tuple[str, str]]]]]]
+        queue = deque()
+        todo = iter(files)
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited SQLite handle
+        with ProcessPoolExecutor(max_workers=_workers(), mp_context=context) as pool:
+
+            def refill() -> None:
+                while len(queue) < IN_FLIGHT:
+                    path = next(todo, None)
+                    if path is None:
+                        return
+                    done = ImportReport(files=1)
+                    source = self._changed(path, force, done)
+                    if source is None:
+                        report.merge(done)
+                        if progress:
+                            progress(path)
+                        continue
+                    queue.append((path, source, pool.submit(parse_and_tokenize, str(path), agent)))
+
+            refill()
+            while queue:
+                path, source, future = queue.popleft()
+                refill()
+                file_report = ImportReport(files=1)
+                try:
+                    parsed, tokens = future.result()
+                except OSError as exc:
+                    file_report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
+                else:
+                    self._accept(path, source, parsed, tokens, file_report)
+                report.merge(file_report)
+                self._maybe_flush(report)
+                if progress:
+                    progress(path)
+        self.flush(report)
+        return report
+
+
+# Files parsed ahead by a worker process (`import` of many files); PI_MEMORY_IMPORT_WORKERS=0 turns it off.
+PARALLEL_MIN_FILES = 32
+IN_FLIGHT = 8
+
+
+def _workers() -> int:
+    setting = os.environ.get("PI_MEMORY_IMPORT_WORKERS")
+    if setting is not None and setting.strip().isdigit():
+        return min(int(setting), 4)
+    return 1 if (os.cpu_count() or 1) > 1 else 0
+
+
+def parse_and_tokenize(path: str, agent: str | None) -> tuple[ParsedSession, dict[str, tuple[str, str]]]:
+    """Read one session file and cut its indexed messages into tokens (pure; runs in a worker)."""
+    parsed = read_session_file(Path(path), agent)
+    tokens: dict[str, tuple[str, str]] = {}
+    for entry in parsed.entries:
+        rendered = entry.rendered
+        if rendered is not None and rendered.indexed:
+            cut = tokenize(rendered.text)
+            tokens[rendered.hash] = (cut.chars_text(), cut.grams_text())
+    return parsed, tokens
+
+
+def _tokenize(m: NewMessage, tokens: dict[str, tuple[str, str]] | None) -> None:
+    """Use the worker's tokens when it cut this message; otherwise cut it here."""
+    cut = tokens.get(m.hash) if tokens else None
+    if cut is None or not m.indexed:
+        m.prepare()
+        return
+    m.chars, m.grams = cut
+    if not m.chars and not m.grams:
+        m.indexed = False
 
 
 def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple[int, int]:

@@ -240,8 +240,16 @@ def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -
     prepared = [prepare_run(g, is_last=i == len(groups) - 1) for i, g in enumerate(groups)]
     written: list[int] = []
     for begin in range(0, len(prepared), RUNS_PER_WRITE):
+        batch = prepared[begin : begin + RUNS_PER_WRITE]
         with store.write():
-            written += [write_run(store, session_id, p) for p in prepared[begin : begin + RUNS_PER_WRITE]]
+            rows = [write_run(store, session_id, p) for p in batch]
+            # summaries are indexed after every upsert of the transaction: an upsert opens a
+            # statement journal, which would make FTS5 flush a one-run segment each time
+            for (run_id, was_indexed), p in zip(rows, batch, strict=True):
+                if was_indexed:
+                    _unindex_summary(store, run_id)
+                _index_summary(store, run_id, p)
+            written += [run_id for run_id, _ in rows]
     with store.write():
         _drop_stale_runs(store, session_id, start, {g[0].msg_id for g in groups})
     return written
@@ -270,8 +278,11 @@ def _drop_stale_runs(store: Store, session_id: str, start: tuple[int, int] | Non
             delete_run_rows(store, int(run_id))
 
 
-def write_run(store: Store, session_id: str, run: PreparedRun) -> int:
-    """Insert or update one run (inside a write transaction)."""
+def write_run(store: Store, session_id: str, run: PreparedRun) -> tuple[int, bool]:
+    """Insert or update one run (inside a write transaction); its summary is indexed by the caller.
+
+    Returns the run id and whether an older summary of it is in the index.
+    """
     group, summary = run.group, run.summary
     fields = json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))
     tool_errors = sum(1 for m in group if m.role == "tool_error")
@@ -302,10 +313,7 @@ def write_run(store: Store, session_id: str, run: PreparedRun) -> int:
         [(m.msg_id, run_id, k) for k, m in enumerate(group, start=1)],
     )
     _write_files(store, run_id, summary)
-    if int(row[1]) >= 0:
-        _unindex_summary(store, run_id)
-    _index_summary(store, run_id, run)
-    return run_id
+    return run_id, int(row[1]) >= 0
 
 
 def _write_files(store: Store, run_id: int, summary: RunSummary) -> None:
