@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -262,15 +263,19 @@ class Archive:
         return str(ids[0])
 
     def session_info(self, session_id: str) -> SessionInfo:
-        rows = self.store.rows(
-            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
-                      (SELECT count(*) FROM msg WHERE session_id = session.id)
-               FROM session WHERE id=?""",
-            (session_id,),
-        )
-        if not rows:
+        row = self._reader().session_row(session_id)
+        if row is None:
             raise NotFound(f"no session {session_id!r}")
-        return SessionInfo(*rows[0])
+        return SessionInfo(*row)
+
+    # The SQL of the reads below lives in the store; a team archive answers them from PostgreSQL.
+    def _reader(self) -> Any:
+        return self.store
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        with self.store.read():
+            yield
 
     def read(
         self,
@@ -282,58 +287,42 @@ class Archive:
         """Messages of a session around one message (default: its last one), in order."""
         before = max(0, min(int(before), READ_MAX_SIDE))
         after = max(0, min(int(after), READ_MAX_SIDE))
-        with self.store.read():
+        with self._reading():
             sid = self.resolve_session(session)
             info = self.session_info(sid)
             pivot = self._pivot(sid, around)
             if pivot is None:
                 return Window(info, [], around, False, False)
-            ts, seq = pivot
-            cols = "id, seq, ts, role, text, entry_id, meta"
-            older = self.store.rows(
-                f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts < ? OR (ts = ? AND seq < ?))
-                    ORDER BY ts DESC, seq DESC LIMIT ?""",
-                (sid, ts, ts, seq, before + 1),
-            )
-            newer = self.store.rows(
-                f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts > ? OR (ts = ? AND seq >= ?))
-                    ORDER BY ts, seq LIMIT ?""",
-                (sid, ts, ts, seq, after + 2),
-            )
+            older, newer = self._reader().message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
         before_more, after_more = len(older) > before, len(newer) > after + 1
         rows = list(reversed(older[:before])) + newer[: after + 1]
         views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], _json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
-        if around is None:
-            rows = self.store.rows(
-                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (sid,)
-            )
-        else:
-            rows = self.store.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (sid, int(around)))
-            if not rows:
-                raise NotFound(f"message {around} is not in session {sid}")
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+        pivot = self._reader().window_pivot(sid, around)
+        if pivot is None and around is not None:
+            raise NotFound(f"message {around} is not in session {sid}")
+        return pivot  # type: ignore[no-any-return]
 
     # --- stats -----------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        with self.store.read():
-            roles = {str(r): int(n) for r, n in self.store.rows("SELECT role, count(*) FROM msg GROUP BY role")}
-            sessions, projects = self.store.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
-            oldest, newest = self.store.rows("SELECT min(started_at), max(last_at) FROM session")[0]
-            indexed = self.store.counters().get("indexed_docs", 0)
+        reader = self._reader()
+        with self._reading():
+            roles, sessions, projects, oldest, newest = reader.stats_rows()
+            indexed = reader.counters().get("indexed_docs", 0)
+            db_bytes = reader.db_bytes()
         return Stats(
             messages=sum(roles.values()),
             indexed=indexed,
-            sessions=int(sessions),
-            projects=int(projects),
-            db_bytes=self.store.db_bytes(),
+            sessions=sessions,
+            projects=projects,
+            db_bytes=db_bytes,
             oldest=oldest,
             newest=newest,
             roles=roles,
-            path=str(self.store.path),
+            path=str(reader.path),
         )
 
     # --- long-term memory (see `pi_memory.memory`) ---------------------------------------

@@ -394,6 +394,51 @@ class Store:
     def max_msg_id(self) -> int:
         return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
 
+    # --- reads the Archive facade shares with the team archive (same names on PgStore) ------
+
+    def session_row(self, session_id: str) -> tuple[Any, ...] | None:
+        rows = self.rows(
+            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
+                      (SELECT count(*) FROM msg WHERE session_id = session.id)
+               FROM session WHERE id=?""",
+            (session_id,),
+        )
+        return rows[0] if rows else None
+
+    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
+        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
+        if msg_id is None:
+            rows = self.rows(
+                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
+            )
+        else:
+            rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (session_id, int(msg_id)))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def message_window(
+        self, session_id: str, ts: int, seq: int, before: int, after: int
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """Up to `before` messages before (ts, seq), newest first, and `after` from it on, in order."""
+        cols = "id, seq, ts, role, text, entry_id, meta"
+        older = self.rows(
+            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts < ? OR (ts = ? AND seq < ?))
+                ORDER BY ts DESC, seq DESC LIMIT ?""",
+            (session_id, ts, ts, seq, before),
+        )
+        newer = self.rows(
+            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts > ? OR (ts = ? AND seq >= ?))
+                ORDER BY ts, seq LIMIT ?""",
+            (session_id, ts, ts, seq, after),
+        )
+        return older, newer
+
+    def stats_rows(self) -> tuple[dict[str, int], int, int, int | None, int | None]:
+        """Messages per role, sessions, projects, oldest start, newest activity."""
+        roles = {str(r): int(n) for r, n in self.rows("SELECT role, count(*) FROM msg GROUP BY role")}
+        sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
+        oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
+        return roles, int(sessions), int(projects), oldest, newest
+
     def db_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal"):

@@ -11,23 +11,16 @@ instead of running SQLite SQL against PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from ..api import (
     MIN_PREFIX,
-    READ_AFTER,
-    READ_BEFORE,
-    READ_MAX_SIDE,
     Archive,
-    MessageView,
-    SessionInfo,
-    Stats,
-    Window,
     parse_since,
 )
-from ..api import _json_meta as json_meta
 from ..capture import ImportSlice, LiveCapture, import_slice
 from ..errors import ArchiveError, BadInput, NotFound
 from ..forget import ForgetPlan
@@ -206,80 +199,14 @@ class PgArchive(Archive):
             raise BadInput(f"session id {prefix!r} is ambiguous: give more characters")
         return str(ids[0])
 
-    def session_info(self, session_id: str) -> SessionInfo:
-        rows = self.pg.rows(
-            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
-                      (SELECT count(*) FROM msg WHERE session_id = session.id)
-               FROM session WHERE id=%s""",
-            (session_id,),
-        )
-        if not rows:
-            raise NotFound(f"no session {session_id!r}")
-        return SessionInfo(*rows[0])
+    # the reads of `Archive` (session_info, read, stats) run on the PostgreSQL store
+    def _reader(self) -> Any:
+        return self.pg
 
-    def read(
-        self,
-        session: str,
-        around: int | None = None,
-        before: int = READ_BEFORE,
-        after: int = READ_AFTER,
-    ) -> Window:
-        before = max(0, min(int(before), READ_MAX_SIDE))
-        after = max(0, min(int(after), READ_MAX_SIDE))
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
         with self.pg.errors(), self.pg.read():
-            sid = self.resolve_session(session)
-            info = self.session_info(sid)
-            pivot = self._pivot(sid, around)
-            if pivot is None:
-                return Window(info, [], around, False, False)
-            ts, seq = pivot
-            cols = "id, seq, ts, role, text, entry_id, meta"
-            older = self.pg.rows(
-                f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts < %s OR (ts = %s AND seq < %s))
-                    ORDER BY ts DESC, seq DESC LIMIT %s""",
-                (sid, ts, ts, seq, before + 1),
-            )
-            newer = self.pg.rows(
-                f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts > %s OR (ts = %s AND seq >= %s))
-                    ORDER BY ts, seq LIMIT %s""",
-                (sid, ts, ts, seq, after + 2),
-            )
-        before_more, after_more = len(older) > before, len(newer) > after + 1
-        rows = list(reversed(older[:before])) + newer[: after + 1]
-        views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], json_meta(r[6])) for r in rows]
-        return Window(info, views, around, before_more, after_more)
-
-    def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
-        if around is None:
-            rows = self.pg.rows(
-                "SELECT ts, seq FROM msg WHERE session_id=%s ORDER BY ts DESC, seq DESC LIMIT 1", (sid,)
-            )
-        else:
-            rows = self.pg.rows("SELECT ts, seq FROM msg WHERE session_id=%s AND id=%s", (sid, int(around)))
-            if not rows:
-                raise NotFound(f"message {around} is not in session {sid}")
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
-    # --- stats -----------------------------------------------------------------------
-
-    def stats(self) -> Stats:
-        with self.pg.errors(), self.pg.read():
-            roles = {str(r): int(n) for r, n in self.pg.rows("SELECT role, count(*) FROM msg GROUP BY role")}
-            sessions, projects = self.pg.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
-            oldest, newest = self.pg.rows("SELECT min(started_at), max(last_at) FROM session")[0]
-            indexed = self.pg.counters().get("indexed_docs", 0)
-            db_bytes = self.pg.db_bytes()
-        return Stats(
-            messages=sum(roles.values()),
-            indexed=indexed,
-            sessions=int(sessions),
-            projects=int(projects),
-            db_bytes=db_bytes,
-            oldest=oldest,
-            newest=newest,
-            roles=roles,
-            path=self.pg.path,
-        )
+            yield
 
     # --- team ------------------------------------------------------------------------
 

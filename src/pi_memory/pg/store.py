@@ -209,6 +209,51 @@ class PgStore:
             return False
         return self.scalar("SELECT 1 FROM msg WHERE entry_id=%s AND hash=%s LIMIT 1", (entry_id, hash_)) is not None
 
+    # --- reads the Archive facade shares with the team archive (same names on the SQLite Store) ------
+
+    def session_row(self, session_id: str) -> tuple[Any, ...] | None:
+        rows = self.rows(
+            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
+                      (SELECT count(*) FROM msg WHERE session_id = session.id)
+               FROM session WHERE id=%s""",
+            (session_id,),
+        )
+        return rows[0] if rows else None
+
+    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
+        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
+        if msg_id is None:
+            rows = self.rows(
+                "SELECT ts, seq FROM msg WHERE session_id=%s ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
+            )
+        else:
+            rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=%s AND id=%s", (session_id, int(msg_id)))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def message_window(
+        self, session_id: str, ts: int, seq: int, before: int, after: int
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """Up to `before` messages before (ts, seq), newest first, and `after` from it on, in order."""
+        cols = "id, seq, ts, role, text, entry_id, meta"
+        older = self.rows(
+            f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts < %s OR (ts = %s AND seq < %s))
+                ORDER BY ts DESC, seq DESC LIMIT %s""",
+            (session_id, ts, ts, seq, before),
+        )
+        newer = self.rows(
+            f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts > %s OR (ts = %s AND seq >= %s))
+                ORDER BY ts, seq LIMIT %s""",
+            (session_id, ts, ts, seq, after),
+        )
+        return older, newer
+
+    def stats_rows(self) -> tuple[dict[str, int], int, int, int | None, int | None]:
+        """Messages per role, sessions, projects, oldest start, newest activity."""
+        roles = {str(r): int(n) for r, n in self.rows("SELECT role, count(*) FROM msg GROUP BY role")}
+        sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
+        oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
+        return roles, int(sessions), int(projects), oldest, newest
+
     def source_file_state(self, path: str) -> tuple[int, int] | None:
         rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE host=%s AND path=%s", (self.host, path))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
