@@ -17,7 +17,7 @@ from pi_memory import Archive
 from pi_memory.errors import BadInput, NotFound
 from pi_memory.format import READ_CAP, SEARCH_CAP, format_read, format_search, format_stats
 from test_capture import RPC_COMPACTION, SDK_TREE, lines
-from test_search import write_session
+from test_search import write_session, write_small_sessions
 
 QUERIES = [
     "锁",
@@ -42,41 +42,7 @@ def any_archive(request: pytest.FixtureRequest, db_path: Path) -> Iterator[Archi
 
 @pytest.fixture
 def small(any_archive: Archive, tmp_path: Path) -> Archive:
-    write_session(
-        tmp_path / "a.jsonl",
-        "aaaaaaaa-1111",
-        "/home/u/search-svc",
-        [
-            "上次讨论过的缓存索引优化方案是什么？",
-            "缓存索引优化方案：按 shard 建倒排路由表，LRU 提到 4096。",
-            "锁的问题呢？",
-            "用一把读写锁就够了。",
-        ],
-    )
-    write_session(
-        tmp_path / "b.jsonl",
-        "bbbbbbbb-2222",
-        "/home/u/vue-shop",
-        [
-            "Vue 响应式是怎么实现的？",
-            "Vue 3 的响应式基于 Proxy：reactive() 返回代理对象，读取时 track，写入时 trigger。",
-            "Set OPENAI_API_KEY in the .env file and call session_before_compact",
-            "Done: OPENAI_API_KEY is read from .env; the hook session_before_compact is registered.",
-        ],
-        start_ms=1_795_000_000_000,
-    )
-    write_session(
-        tmp_path / "c.jsonl",
-        "cccccccc-3333",
-        "/home/u/novels",
-        [
-            "Tell me about the whale and the sea.",
-            "Call me Ishmael. The whale swam in the open sea for days.",
-            "寶玉聽了，便走進來。",
-            "宝玉是红楼梦的主人公。",
-        ],
-        start_ms=1_780_000_000_000,
-    )
+    write_small_sessions(tmp_path)
     any_archive.import_paths([tmp_path])
     return any_archive
 

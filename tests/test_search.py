@@ -27,10 +27,10 @@ def write_session(path: Path, sid: str, cwd: str, texts: list[str], start_ms: in
     return path
 
 
-@pytest.fixture
-def small(archive: Archive, tmp_path: Path) -> Archive:
+def write_small_sessions(folder: Path) -> None:
+    """Three small sessions (Chinese, mixed, English and traditional Chinese) the search tests rank."""
     write_session(
-        tmp_path / "a.jsonl",
+        folder / "a.jsonl",
         "aaaaaaaa-1111",
         "/home/u/search-svc",
         [
@@ -41,7 +41,7 @@ def small(archive: Archive, tmp_path: Path) -> Archive:
         ],
     )
     write_session(
-        tmp_path / "b.jsonl",
+        folder / "b.jsonl",
         "bbbbbbbb-2222",
         "/home/u/vue-shop",
         [
@@ -53,7 +53,7 @@ def small(archive: Archive, tmp_path: Path) -> Archive:
         start_ms=1_795_000_000_000,
     )
     write_session(
-        tmp_path / "c.jsonl",
+        folder / "c.jsonl",
         "cccccccc-3333",
         "/home/u/novels",
         [
@@ -64,6 +64,11 @@ def small(archive: Archive, tmp_path: Path) -> Archive:
         ],
         start_ms=1_780_000_000_000,
     )
+
+
+@pytest.fixture
+def small(archive: Archive, tmp_path: Path) -> Archive:
+    write_small_sessions(tmp_path)
     archive.import_paths([tmp_path])
     return archive
 

@@ -141,7 +141,7 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     """
     added_ids: dict[str, list[int]] = {}
     skipped = 0
-    for txn in _pack(units):
+    for txn in pack(units):
         with store.write():
             for unit, chunk, first, last in txn:
                 skipped += _write_chunk(store, unit, chunk, first, last, added_ids)
@@ -193,7 +193,7 @@ def _write_chunk(
     return len(chunk) - len(added)
 
 
-def _pack(units: list[SessionWrite]) -> list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]]:
+def pack(units: list[SessionWrite]) -> list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]]:
     """Split units into chunks and group the chunks into transactions of about BATCH messages."""
     txns: list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]] = [[]]
     size = 0

@@ -27,7 +27,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import ArchiveError
-from ..ingest import BATCH, SessionWrite
+from ..ingest import SessionWrite, pack
 from ..store import NewEntry, NewMessage, SessionRow, compress
 from . import redact
 from .schema import CREATE_VERSION_TABLE, MIGRATIONS, SCHEMA_VERSION
@@ -79,22 +79,6 @@ def _meta_json(meta: dict[str, Any]) -> str | None:
 
 
 Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
-
-
-def pack(units: list[SessionWrite]) -> list[list[Chunk]]:
-    """Split units into chunks of at most BATCH messages and group chunks into transactions of about BATCH."""
-    txns: list[list[Chunk]] = [[]]
-    size = 0
-    for unit in units:
-        starts = list(range(0, len(unit.messages), BATCH)) or [0]
-        for i, start in enumerate(starts):
-            chunk = unit.messages[start : start + BATCH]
-            if size and size + len(chunk) > BATCH:
-                txns.append([])
-                size = 0
-            txns[-1].append((unit, chunk, i == 0, i == len(starts) - 1))
-            size += len(chunk)
-    return [t for t in txns if t]
 
 
 class PgStore:
