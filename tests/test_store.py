@@ -178,6 +178,24 @@ def test_two_connections_write_at_once_without_busy_errors(db_path: Path):
         b.close()
 
 
+def _open_and_close(path: str) -> str:
+    try:
+        Store.open(path).close()
+        return "ok"
+    except Exception as exc:  # reported back to the test, which shows it
+        return repr(exc)
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path):
+    """Both switch a fresh file to WAL; SQLite refuses one without calling the busy handler."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(4) as pool:
+        for attempt in range(12):
+            path = str(tmp_path / f"fresh-{attempt}.db")
+            assert list(pool.map(_open_and_close, [path] * 4)) == ["ok"] * 4
+
+
 def test_verbatim_lines_round_trip_and_older_plain_zlib_blobs_still_read():
     import zlib
 

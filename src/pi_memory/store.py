@@ -176,14 +176,36 @@ class Store:
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             conn.close()
             raise CorruptDatabase(db_path, str(exc)) from None
+        except apsw.BusyError:
+            conn.close()
+            raise ArchiveError(f"archive {db_path} stayed locked by another process; try again") from None
         return store
 
     def _configure(self) -> None:
         self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
-        self.conn.execute("PRAGMA journal_mode=WAL")
+        self._enter_wal_mode()
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.execute("PRAGMA foreign_keys=OFF")
         self.conn.execute("PRAGMA temp_store=MEMORY")
+
+    def _enter_wal_mode(self) -> None:
+        """Switch a new file to WAL, retrying when another process is doing the same.
+
+        Two processes opening a fresh file at once both read it under a shared lock and then
+        both try to upgrade to switch the journal mode; SQLite refuses one of them with BUSY
+        at once, without calling the busy handler (waiting would deadlock). So the busy
+        timeout alone does not cover this, and we retry until it has passed.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                if str(self.scalar("PRAGMA journal_mode")).lower() != "wal":
+                    self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except apsw.BusyError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
 
     def close(self) -> None:
         self.conn.close()
