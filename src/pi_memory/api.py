@@ -230,18 +230,30 @@ class Archive:
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
+        filters = self.content_filters(project, since, session, roles, kinds, path, agent)
+        return self.searcher.search(str(query), limit=limit, filters=filters)
+
+    def content_filters(
+        self,
+        project: str | None = None,
+        since: str | int | None = None,
+        session: str | None = None,
+        roles: Iterable[str] = (),
+        kinds: Iterable[str] = (),
+        path: str | None = None,
+        agent: str | None = None,
+    ) -> Filters:
+        """The filters of a content search, checked and resolved (a session prefix to its id)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
-        session_id = self.resolve_session(session) if session else None
-        filters = Filters(
+        return Filters(
             project=project or None,
             since_ms=since_ms,
-            session_id=session_id,
+            session_id=self.resolve_session(session) if session else None,
             roles=tuple(roles),
             kinds=check_kinds(tuple(kinds)),
             path=path or None,
             agent=agent or None,
         )
-        return self.searcher.search(str(query), limit=limit, filters=filters)
 
     # --- read ------------------------------------------------------------------------
 

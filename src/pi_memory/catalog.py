@@ -37,7 +37,7 @@ class SessionListing:
 def list_sessions(
     store: Store, agent: str | None = None, project: str | None = None, limit: int = 20
 ) -> list[SessionListing]:
-    clauses, params = ["1"], []
+    clauses, params = ["TRUE"], []
     if agent:
         clauses.append("s.agent = ?")
         params.append(agent)

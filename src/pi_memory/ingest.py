@@ -149,12 +149,17 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
         with store.write():
             for session_id in added_ids:
                 store.update_first_user(session_id)
-        if store.deferred_hooks is not None:
-            for session_id, ids in added_ids.items():
-                store.deferred_hooks.setdefault(session_id, []).extend(ids)
-        else:
-            _run_hooks(store, added_ids)
+        after_messages_added(store, added_ids)
     return sum(len(v) for v in added_ids.values()), skipped
+
+
+def after_messages_added(store: Store, added_ids: dict[str, list[int]]) -> None:
+    """Run the `AFTER_WRITE` hooks for new messages (session id -> ids), or keep them for later."""
+    if store.deferred_hooks is not None:
+        for session_id, ids in added_ids.items():
+            store.deferred_hooks.setdefault(session_id, []).extend(ids)
+    else:
+        _run_hooks(store, added_ids)
 
 
 def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:

@@ -29,6 +29,8 @@ from .text import tokenize
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
 RUNS_PER_WRITE = 20  # runs written per transaction: a few ms, like an import batch
+UPSERT_RUN_MSG = """INSERT INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)
+                    ON CONFLICT(msg_id) DO UPDATE SET run_id=excluded.run_id, pos=excluded.pos"""
 
 
 @dataclass
@@ -150,8 +152,8 @@ def _open_run_tail(store: Store, session_id: str) -> tuple[int, int, tuple[int, 
 
 def _new_steps(store: Store, new_ids: list[int]) -> list[_Step]:
     rows = store.rows(
-        "SELECT id, role, meta, ts, seq FROM msg WHERE id IN (SELECT value FROM json_each(?)) ORDER BY ts, seq",
-        (json.dumps(new_ids),),
+        f"SELECT id, role, meta, ts, seq FROM msg WHERE {store.sql_in_list('id')} ORDER BY ts, seq",
+        (store.list_param(new_ids),),
     )
     return [
         _Step(int(i), None, str(role), "", json.loads(meta) if meta else {}, None, int(ts), int(seq))
@@ -160,16 +162,15 @@ def _new_steps(store: Store, new_ids: list[int]) -> list[_Step]:
 
 
 def _append_steps(store: Store, run_id: int, count: int, steps: list[_Step]) -> None:
-    store.conn.executemany(
-        "INSERT OR REPLACE INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)",
-        [(m.msg_id, run_id, count + k) for k, m in enumerate(steps, start=1)],
-    )
-    store.conn.execute(
-        """UPDATE run SET n_msgs = n_msgs + ?, end_ts = max(end_ts, ?), tool_calls = tool_calls + ?,
-             tool_errors = tool_errors + ? WHERE id=?""",
+    store.executemany(UPSERT_RUN_MSG, [(m.msg_id, run_id, count + k) for k, m in enumerate(steps, start=1)])
+    last_ts = max(m.ts for m in steps)
+    store.execute(
+        """UPDATE run SET n_msgs = n_msgs + ?, end_ts = CASE WHEN end_ts > ? THEN end_ts ELSE ? END,
+             tool_calls = tool_calls + ?, tool_errors = tool_errors + ? WHERE id=?""",
         (
             len(steps),
-            max(m.ts for m in steps),
+            last_ts,
+            last_ts,
             sum(len(m.meta.get("tools") or []) for m in steps),
             sum(1 for m in steps if m.role == "tool_error"),
             run_id,
@@ -201,8 +202,8 @@ def _tail_start(store: Store, session_id: str, new_ids: list[int]) -> tuple[int,
 
 def _earliest(store: Store, msg_ids: list[int]) -> tuple[int, int] | None:
     rows = store.rows(
-        "SELECT ts, seq FROM msg WHERE id IN (SELECT value FROM json_each(?)) ORDER BY ts, seq LIMIT 1",
-        (json.dumps(msg_ids),),
+        f"SELECT ts, seq FROM msg WHERE {store.sql_in_list('id')} ORDER BY ts, seq LIMIT 1",
+        (store.list_param(msg_ids),),
     )
     return (int(rows[0][0]), int(rows[0][1])) if rows else None
 
@@ -308,26 +309,25 @@ def write_run(store: Store, session_id: str, run: PreparedRun) -> tuple[int, boo
         ),
     )[0]
     run_id = int(row[0])
-    store.conn.executemany(
-        "INSERT OR REPLACE INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)",
-        [(m.msg_id, run_id, k) for k, m in enumerate(group, start=1)],
-    )
+    store.executemany(UPSERT_RUN_MSG, [(m.msg_id, run_id, k) for k, m in enumerate(group, start=1)])
     _write_files(store, run_id, summary)
     return run_id, int(row[1]) >= 0
 
 
 def _write_files(store: Store, run_id: int, summary: RunSummary) -> None:
-    store.conn.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
+    store.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
     rows = []
     for action, files in (("read", summary.files_read), ("changed", summary.files_changed)):
         for f in files:
             rows += [(f.text, run_id, msg_id, action) for msg_id in f.msgs]
-    store.conn.executemany("INSERT OR IGNORE INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?)", rows)
+    store.executemany(
+        "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING", rows
+    )
 
 
 def _index_summary(store: Store, run_id: int, run: PreparedRun) -> None:
-    store.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, run.chars, run.grams))
-    store.conn.execute("UPDATE run SET indexed_chars=? WHERE id=?", (len(run.search_text), run_id))
+    store.index_run_summary(run_id, run.chars, run.grams)
+    store.execute("UPDATE run SET indexed_chars=? WHERE id=?", (len(run.search_text), run_id))
     store.add_to_counters({"run_docs": 1, "run_chars": len(run.search_text)})
 
 
@@ -335,17 +335,17 @@ def _unindex_summary(store: Store, run_id: int) -> None:
     chars = store.scalar("SELECT indexed_chars FROM run WHERE id=?", (run_id,))
     if chars is None or int(chars) < 0:
         return
-    store.conn.execute("DELETE FROM run_fts WHERE rowid=?", (run_id,))
+    store.unindex_run_summary(run_id)
     store.add_to_counters({"run_docs": -1, "run_chars": -int(chars)})
-    store.conn.execute("UPDATE run SET indexed_chars=-1 WHERE id=?", (run_id,))
+    store.execute("UPDATE run SET indexed_chars=-1 WHERE id=?", (run_id,))
 
 
 def delete_run_rows(store: Store, run_id: int) -> None:
     """A run and everything derived from it (its messages stay; inside a write transaction)."""
     _unindex_summary(store, run_id)
-    store.conn.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
-    store.conn.execute("DELETE FROM run_msg WHERE run_id=?", (run_id,))
-    store.conn.execute("DELETE FROM run WHERE id=?", (run_id,))
+    store.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
+    store.execute("DELETE FROM run_msg WHERE run_id=?", (run_id,))
+    store.execute("DELETE FROM run WHERE id=?", (run_id,))
 
 
 def rebuild(store: Store, session_id: str | None = None) -> int:
@@ -375,7 +375,7 @@ def get_run(store: Store, run_id: int) -> RunInfo:
 
 def run_filters(project: str | None, since_ms: int | None, session_id: str | None) -> tuple[list[str], list[Any]]:
     """SQL clauses (over `run r JOIN session s`) for the filters every run listing shares."""
-    clauses: list[str] = ["1"]
+    clauses: list[str] = ["TRUE"]
     params: list[Any] = []
     if project:
         clauses.append("(s.project = ? OR s.cwd = ?)")

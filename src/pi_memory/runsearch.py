@@ -23,7 +23,7 @@ from .errors import BadInput
 from .runs import RUN_COLUMNS, RunInfo, run_filters, run_from_row
 from .store import Store
 from .summary import fields_search_text
-from .text import QueryToken, fts_or, normalize, query_tokens
+from .text import QueryToken, normalize, query_tokens
 
 SUMMARY_CANDIDATES = 2_000  # newest matching runs scored exactly per query
 DF_CAP = 20_000  # document frequencies are counted exactly up to here
@@ -32,7 +32,7 @@ KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
 _KIND_SQL = {
     "user": "m.role = 'user'",
     "assistant": "m.role = 'assistant'",
-    "tool_call": "(m.role = 'assistant' AND json_extract(m.meta, '$.tools') IS NOT NULL)",
+    "tool_call": "(m.role = 'assistant' AND {has_tools})",
     "tool_error": "m.role = 'tool_error'",
     "summary": "m.role = 'summary'",
 }
@@ -66,9 +66,10 @@ def check_kinds(kinds: tuple[str, ...]) -> tuple[str, ...]:
     return kinds
 
 
-def kind_sql(kinds: tuple[str, ...]) -> str:
+def kind_sql(kinds: tuple[str, ...], store: Store) -> str:
     """An SQL condition over `msg m`: the message is of one of these kinds."""
-    return "(" + " OR ".join(_KIND_SQL[k] for k in check_kinds(kinds)) + ")"
+    has_tools = store.sql_json_has("m.meta", "tools")
+    return "(" + " OR ".join(_KIND_SQL[k].format(has_tools=has_tools) for k in check_kinds(kinds)) + ")"
 
 
 def path_match_sql(column: str) -> str:
@@ -91,7 +92,12 @@ def path_sql_for_messages(path: str) -> tuple[str, list[Any]]:
 
 
 def _filters(
-    project: str | None, since_ms: int | None, session_id: str | None, path: str | None, kinds: tuple[str, ...] = ()
+    store: Store,
+    project: str | None,
+    since_ms: int | None,
+    session_id: str | None,
+    path: str | None,
+    kinds: tuple[str, ...] = (),
 ) -> tuple[str, list[Any]]:
     clauses, params = run_filters(project, since_ms, session_id)
     if path:
@@ -99,15 +105,9 @@ def _filters(
         params += path_params(path)
     if kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
         clauses.append(
-            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds)})"
+            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds, store)})"
         )
     return " AND ".join(clauses), params
-
-
-def _df(store: Store, expr: str) -> int:
-    return int(
-        store.scalar("SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)", (expr, DF_CAP))
-    )
 
 
 def search_summaries(
@@ -126,15 +126,15 @@ def search_summaries(
         return []
     with store.read():
         counters = store.counters()
-        df = {t.text: _df(store, t.fts()) for t in tokens}
+        df = {t.text: store.run_summary_df(t, DF_CAP) for t in tokens}
         present = [t for t in tokens if df[t.text] > 0]
         if not present:
             return []
-        where, params = _filters(project, since_ms, session_id, path, kinds)
+        candidates = store.run_summary_candidates(present, SUMMARY_CANDIDATES)
+        where, params = _filters(store, project, since_ms, session_id, path, kinds)
         sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
-                  WHERE r.id IN (SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?)
-                  AND {where}"""
-        rows = store.rows(sql, [fts_or(present), SUMMARY_CANDIDATES] + params)
+                  WHERE {store.sql_in_list("r.id")} AND {where}"""
+        rows = store.rows(sql, [store.list_param(candidates)] + params)
     hits = _score(query, [run_from_row(r) for r in rows], tokens, present, df, counters)
     return hits[: max(1, min(int(limit), MAX_LIMIT))]
 

@@ -218,7 +218,7 @@ class Searcher:
             parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
             params += [weights[t.text], t.fts()]
         union = " UNION ALL ".join(parts)
-        where, fparams = _filter_sql(filters)
+        where, fparams = filter_sql(filters, self.store)
         sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) GROUP BY id) c"
         if filters.active:
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
@@ -230,7 +230,7 @@ class Searcher:
             return []
         low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
         expr = fts_or(anchors) if use_or else fts_and(anchors)
-        where, fparams = _filter_sql(filters)
+        where, fparams = filter_sql(filters, self.store)
         sql = "SELECT f.rowid FROM msg_fts f"
         if filters.active:
             sql += " JOIN msg m ON m.id = f.rowid JOIN session s ON s.id = m.session_id"
@@ -300,7 +300,7 @@ class Searcher:
     def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
         if not ids:
             return []
-        where, fparams = _filter_sql(filters)
+        where, fparams = filter_sql(filters, self.store)
         sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
                   FROM msg m JOIN session s ON s.id = m.session_id
                   WHERE m.id IN (SELECT value FROM json_each(?)) AND {where}"""
@@ -375,8 +375,9 @@ def rank_sessions(searcher: Searcher, query: str, limit: int = 10, filters: Filt
     return out
 
 
-def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
-    clauses: list[str] = ["1"]
+def filter_sql(f: Filters, store: Store) -> tuple[str, list[Any]]:
+    """A WHERE condition over `msg m` and `session s` for the filters, with its parameters (both backends)."""
+    clauses: list[str] = ["TRUE"]
     params: list[Any] = []
     if f.project:
         clauses.append("(s.project = ? OR s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
@@ -389,10 +390,10 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
         clauses.append("m.session_id = ?")
         params.append(f.session_id)
     if f.roles:
-        clauses.append(f"m.role IN ({','.join('?' * len(f.roles))})")
-        params += list(f.roles)
+        clauses.append(store.sql_in_list("m.role"))
+        params.append(store.list_param(f.roles))
     if f.kinds:
-        clauses.append(runsearch.kind_sql(f.kinds))
+        clauses.append(runsearch.kind_sql(f.kinds, store))
     if f.path:
         sql, path_params = runsearch.path_sql_for_messages(f.path)
         clauses.append(sql)
@@ -401,11 +402,11 @@ def _filter_sql(f: Filters) -> tuple[str, list[Any]]:
         clauses.append("s.agent = ?")
         params.append(f.agent)
     if f.sessions:
-        clauses.append("m.session_id IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(f.sessions)))
+        clauses.append(store.sql_in_list("m.session_id"))
+        params.append(store.list_param(f.sessions))
     if f.entry_ids:
-        clauses.append("m.entry_id IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(f.entry_ids)))
+        clauses.append(store.sql_in_list("m.entry_id"))
+        params.append(store.list_param(f.entry_ids))
     return " AND ".join(clauses), params
 
 

@@ -18,7 +18,7 @@ import json
 import os
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,7 @@ import apsw
 
 from .errors import ArchiveError, CorruptDatabase
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .text import tokenize
+from .text import QueryToken, fts_or, tokenize
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -266,6 +266,49 @@ class Store:
 
     def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         return list(self.conn.execute(sql, params))
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the rows it changed."""
+        self.conn.execute(sql, params)
+        return int(self.conn.changes())
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, seq)
+
+    # --- the few places where the two dialects differ, named (PgStore has the same) ---------
+    # SQL shared by both backends is written once with `?` placeholders; what SQLite and
+    # PostgreSQL spell differently comes from these.
+
+    @staticmethod
+    def sql_in_list(expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made (any number of them)."""
+        return f"{expr} IN (SELECT value FROM json_each(?))"
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        return json.dumps(list(values))
+
+    @staticmethod
+    def sql_json_has(column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}') IS NOT NULL"
+
+    # --- run summaries' index (runs.py; PgStore keeps them in a column of `run`) ---------------
+
+    def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
+        self.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, chars, grams))
+
+    def unindex_run_summary(self, run_id: int) -> None:
+        self.conn.execute("DELETE FROM run_fts WHERE rowid=?", (run_id,))
+
+    def run_summary_df(self, token: QueryToken, cap: int) -> int:
+        """Runs whose summary holds a token, counted up to `cap`."""
+        sql = "SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)"
+        return int(self.scalar(sql, (token.fts(), cap)))
+
+    def run_summary_candidates(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+        """The newest `limit` runs whose summary holds any of the tokens."""
+        sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        return [int(r[0]) for r in self.conn.execute(sql, (fts_or(list(tokens)), limit))]
 
     # --- writes (call inside `write()`) -----------------------------------------------
 

@@ -167,7 +167,7 @@ def record_window(
         record.derived_count = derived_count
         record.reason = record.reason or _str(reason)  # pi 1.x names the trigger on the event itself
         values = tuple(record.__dict__.values())
-        store.conn.execute(f"INSERT INTO compact_window ({COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
+        store.execute(f"INSERT INTO compact_window ({COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
     return record, True
 
 

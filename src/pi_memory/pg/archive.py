@@ -1,32 +1,31 @@
 """`PgArchive`: the `Archive` API over a PostgreSQL team archive.
 
 Design idea: a front end cannot tell the backends apart. `Archive.open(url)`
-returns a `PgArchive`, a subclass whose core methods (import, search, read,
-stats, forget) talk to PostgreSQL; the parsing, planning, ranking and
-formatting code is the SQLite archive's own. Methods that exist only for the
-SQLite file (and those other features add to `Archive` before they learn
-PostgreSQL) meet `store`, which answers every attribute with one clear error
-instead of running SQLite SQL against PostgreSQL.
+returns a `PgArchive` whose `store` is a `PgStore`: it answers the same store
+calls as the SQLite `Store`, with the library's shared SQL (written once, with
+`?` placeholders, see `PgStore.rows`), so runs, run search, addressed reads,
+compaction windows, recall, sessions and the memory log are the SQLite
+archive's own code. What differs is overridden here: import and live writes go
+through `PgStore.write_sessions`, candidates come from the GIN index
+(`PgSearcher`), search can be limited by who wrote a message, and forgetting
+removes whole sessions for everyone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ..api import (
-    MIN_PREFIX,
-    Archive,
-    parse_since,
-)
+from ..api import Archive
 from ..capture import ImportSlice, LiveCapture, import_slice
-from ..errors import ArchiveError, BadInput, NotFound
+from ..errors import ArchiveError, BadInput
 from ..forget import ForgetPlan
 from ..ingest import Importer, ImportReport, SessionWrite
+from ..runsearch import RunHit
 from ..search import Hit
-from ..sources.pi import default_sessions_dir
+from ..sources.readers import AGENTS
 from ..store import Store
 from ..tail import Follower
 from .push import PushReport, push
@@ -35,39 +34,6 @@ from .store import PgStore
 
 if TYPE_CHECKING:
     from ..memory.service import Memories
-
-
-class _SqliteOnly:
-    """Stands in for the SQLite `Store`: any use says the feature is not on PostgreSQL yet."""
-
-    def __getattr__(self, name: str) -> NoReturn:
-        raise ArchiveError(
-            f"this feature works on a local SQLite archive only, not on a PostgreSQL archive (store.{name})"
-        )
-
-
-class _PgStandIn(_SqliteOnly):
-    """What front ends ask of `archive.store` that has a meaning on PostgreSQL too."""
-
-    def __init__(self, pg: PgStore) -> None:
-        self._pg = pg
-
-    # PostgreSQL checkpoints on its own schedule: a live writer has nothing to defer or run when idle
-    def defer_checkpoints(self) -> None:
-        pass
-
-    def checkpoint(self) -> None:
-        pass
-
-    # runs are a local-archive feature: nothing is put off on a team archive
-    deferred_hooks = None
-
-    def defer_hooks(self) -> None:
-        pass
-
-    @property
-    def user_version(self) -> int:
-        return self._pg.schema_version()
 
 
 class PgForgetPlan(ForgetPlan):
@@ -102,7 +68,7 @@ class PgArchive(Archive):
 
     def __init__(self, pg: PgStore) -> None:  # noqa: D107 - deliberately not calling Archive.__init__
         self.pg = pg
-        self.store = cast(Store, _PgStandIn(pg))
+        self.store = cast(Store, pg)  # the same store calls as the SQLite Store
         self.searcher = PgSearcher(pg)
 
     @classmethod
@@ -136,11 +102,13 @@ class PgArchive(Archive):
         include_forgotten: bool = False,
         agent: str | None = None,
     ) -> ImportReport:
-        if include_forgotten or agent:
-            raise BadInput("--include-forgotten and --agent work on a local archive; push one to the team archive")
-        targets = [Path(p).expanduser() for p in paths] if paths else [default_sessions_dir()]
+        if include_forgotten:
+            raise BadInput(
+                "--include-forgotten: a team archive keeps no tombstones; a re-import adds forgotten sessions back"
+            )
+        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
         with self.pg.errors():
-            return PgImporter(self.pg).import_paths(targets, force=force, progress=progress)
+            return PgImporter(self.pg).import_paths(targets, force=force, progress=progress, agent=agent)
 
     # --- search ----------------------------------------------------------------------
 
@@ -160,62 +128,30 @@ class PgArchive(Archive):
         mine: bool = False,
         team: str | None = None,
         authors: Iterable[str] = (),
-    ) -> list[Hit]:
-        """Same as `Archive.search`, plus who wrote it: `mine`, a `team` (group role) or `authors`.
-
-        Runs (scope, kinds, path) and agents are local-archive features: asking for them here is
-        a clear error, not a silently wider search.
-        """
-        if scope != "content" or tuple(kinds) or path or agent:
-            raise BadInput("--scope/--kind/--path/--agent work on a local archive, not on a team archive")
-        since_ms = since if isinstance(since, int) else parse_since(since)
-        with self.pg.errors():
-            session_id = self.resolve_session(session) if session else None
-            filters = TeamFilters(
-                project=project or None,
-                since_ms=since_ms,
-                session_id=session_id,
-                roles=tuple(roles),
-                mine=mine,
-                team=team or None,
-                authors=tuple(authors),
-            )
-            return self.searcher.search(str(query), limit=limit, filters=filters)
-
-    # --- read ------------------------------------------------------------------------
-
-    def resolve_session(self, prefix: str) -> str:
-        prefix = prefix.strip()
-        with self.pg.errors():
-            if self.pg.scalar("SELECT 1 FROM session WHERE id=%s", (prefix,)):
-                return prefix
-            if len(prefix) < MIN_PREFIX:
-                raise BadInput(f"session id {prefix!r} is too short: give at least {MIN_PREFIX} characters")
-            escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            ids = [r[0] for r in self.pg.rows("SELECT id FROM session WHERE id LIKE %s LIMIT 2", (escaped + "%",))]
-        if not ids:
-            raise NotFound(f"no session matches {prefix!r}")
-        if len(ids) > 1:
-            raise BadInput(f"session id {prefix!r} is ambiguous: give more characters")
-        return str(ids[0])
-
-    # the reads of `Archive` (session_info, read, stats) run on the PostgreSQL store
-    def _reader(self) -> Any:
-        return self.pg
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        with self.pg.errors(), self.pg.read():
-            yield
+    ) -> list[Hit] | list[RunHit]:
+        """Same as `Archive.search`, plus who wrote the messages: `mine`, a `team` (group role) or `authors`."""
+        authors = tuple(authors)
+        by_writer = mine or bool(team) or bool(authors)
+        if not by_writer:
+            return super().search(query, limit, project, since, session, roles, scope, kinds, path, agent)
+        if scope != "content":
+            raise BadInput("--mine/--team/--author limit a content search (scope content), not run summaries")
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        base = self.content_filters(project, since, session, roles, kinds, path, agent)
+        filters = TeamFilters(**asdict(base), mine=mine, team=team or None, authors=authors)
+        return self.searcher.search(str(query), limit=limit, filters=filters)
 
     # --- team ------------------------------------------------------------------------
 
     # A team archive forgets whole sessions (for everyone); a local archive also forgets runs and messages.
     def plan_forget(self, target: str) -> ForgetPlan:
         """The session `target` names (id or prefix) and its messages, counted before anything is deleted."""
+        if self.is_address(target):
+            raise BadInput(f"{target}: a team archive forgets whole sessions; give the session id")
         with self.pg.errors():
             sid = self.resolve_session(target)
-            ids = [int(r[0]) for r in self.pg.rows("SELECT id FROM msg WHERE session_id=%s ORDER BY id", (sid,))]
+            ids = [int(r[0]) for r in self.pg.rows("SELECT id FROM msg WHERE session_id=? ORDER BY id", (sid,))]
         return PgForgetPlan(target, "session", sid, ids)
 
     def forget(self, target: str) -> ForgetPlan:

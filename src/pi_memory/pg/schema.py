@@ -194,6 +194,102 @@ MIGRATIONS.append(
     )
 )
 
+# Runs, their navigation summaries and files (see `pi_memory.runs`), the compaction windows of
+# pi sessions (`pi_memory.compact.window`) and the watch flag on sessions, as in the SQLite
+# migrations m003-m005. A run's summary tokens are a tsvector column of its own row (the SQLite
+# archive keeps them in the `run_fts` index). Runs are derived: they are written by whoever wrote
+# the session's messages, so the same owner policies apply. Watch offsets are not kept here: a
+# watcher keeps its read offsets in its own process (pg/capture.py).
+MIGRATIONS.append(
+    (
+        "m003_runs_and_windows",
+        """
+        ALTER TABLE session ADD COLUMN source_missing integer NOT NULL DEFAULT 0;
+        ALTER TABLE counter ADD COLUMN run_docs bigint NOT NULL DEFAULT 0,
+                            ADD COLUMN run_chars bigint NOT NULL DEFAULT 0;
+
+        CREATE TABLE run (
+          id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id    text    NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          first_msg     bigint  NOT NULL,
+          start_ts      bigint  NOT NULL,
+          end_ts        bigint  NOT NULL,
+          status        text    NOT NULL,
+          n_msgs        integer NOT NULL,
+          tool_calls    integer NOT NULL,
+          tool_errors   integer NOT NULL,
+          summary       text    NOT NULL,
+          fields        text    NOT NULL,
+          indexed_chars integer NOT NULL DEFAULT -1,
+          tokens        tsvector NOT NULL DEFAULT '',
+          written_by    text    NOT NULL DEFAULT current_user,
+          author        text    NOT NULL DEFAULT current_user,
+          host          text    NOT NULL DEFAULT '',
+          UNIQUE (session_id, first_msg)
+        );
+        CREATE INDEX run_start ON run(start_ts);
+        CREATE INDEX run_tokens ON run USING gin(tokens) WITH (fastupdate = off);
+
+        CREATE TABLE run_msg (
+          msg_id     bigint  PRIMARY KEY REFERENCES msg(id) ON DELETE CASCADE,
+          run_id     bigint  NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+          pos        integer NOT NULL,
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT ''
+        );
+        CREATE INDEX run_msg_run ON run_msg(run_id, pos);
+
+        CREATE TABLE run_file (
+          path       text   NOT NULL,
+          run_id     bigint NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+          msg_id     bigint NOT NULL,
+          action     text   NOT NULL,
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT '',
+          PRIMARY KEY (path, msg_id, action)
+        );
+        CREATE INDEX run_file_run ON run_file(run_id);
+
+        CREATE TABLE compact_window (
+          session_id          text    NOT NULL,
+          seq                 integer NOT NULL,
+          window_id           text    NOT NULL UNIQUE,
+          compaction_entry_id text    NOT NULL,
+          parent_window_id    text,
+          kept_entry_id       text    NOT NULL,
+          source_count        integer,
+          source_hash         text,
+          prev_hash           text,
+          hash                text    NOT NULL,
+          recorded_at         bigint  NOT NULL,
+          compactor           text,
+          reason              text,
+          plan_ms             double precision,
+          checkpoint_chars    integer,
+          tokens_before       integer,
+          derived_count       integer NOT NULL DEFAULT 0,
+          written_by          text    NOT NULL DEFAULT current_user,
+          author              text    NOT NULL DEFAULT current_user,
+          host                text    NOT NULL DEFAULT '',
+          PRIMARY KEY (session_id, seq),
+          UNIQUE (session_id, compaction_entry_id)
+        );
+        CREATE FUNCTION pi_memory_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME;
+        END $$;
+        CREATE TRIGGER compact_window_immutable BEFORE UPDATE ON compact_window
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_refuse_update();
+        """
+        + _owned_table_policies("run")
+        + _owned_table_policies("run_msg")
+        + _owned_table_policies("run_file")
+        + _owned_table_policies("compact_window"),
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

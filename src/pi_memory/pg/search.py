@@ -45,6 +45,7 @@ from ..search import (
     QueryPlan,
     Searcher,
 )
+from ..search import filter_sql as shared_filter_sql
 from ..text import QueryToken
 from .store import indexable
 
@@ -71,23 +72,10 @@ class TeamFilters(Filters):
         return super().active or self.mine or bool(self.team) or bool(self.authors)
 
 
-def filter_sql(f: Filters) -> tuple[str, list[Any]]:
-    """A WHERE clause over `m` (msg) and `s` (session) for the filters, with its parameters."""
-    clauses: list[str] = ["true"]
-    params: list[Any] = []
-    if f.project:
-        clauses.append("(s.project = %s OR s.cwd = %s OR s.cwd LIKE %s ESCAPE '\\')")
-        escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        params += [f.project, f.project, "%/" + escaped]
-    if f.since_ms:
-        clauses.append("m.ts >= %s")
-        params.append(f.since_ms)
-    if f.session_id:
-        clauses.append("m.session_id = %s")
-        params.append(f.session_id)
-    if f.roles:
-        clauses.append("m.role = ANY(%s)")
-        params.append(list(f.roles))
+def filter_sql(f: Filters, store: PgStore) -> tuple[str, list[Any]]:
+    """The shared filters (`search.filter_sql`), plus who wrote the message."""
+    where, params = shared_filter_sql(f, cast("Store", store))
+    clauses = [where]
     if isinstance(f, TeamFilters):
         _team_clauses(f, clauses, params)
     return " AND ".join(clauses), params
@@ -215,7 +203,7 @@ class PgSearcher(Searcher):
         union = " UNION ALL ".join(parts)
         sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u GROUP BY id) c"
         if filters.active:
-            where, fparams = filter_sql(filters)
+            where, fparams = filter_sql(filters, self.pg)
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
             params += fparams
         sql += " ORDER BY c.s DESC, c.id DESC LIMIT %s"
@@ -229,7 +217,7 @@ class PgSearcher(Searcher):
         # `IS TRUE` hides the match from the GIN index, so the plan is the backward walk along the key
         walk = self._expected_in_window(anchors, use_or) >= WALK_FROM_EXPECTED
         match = "(m.tokens @@ %s::tsquery) IS TRUE" if walk else "m.tokens @@ %s::tsquery"
-        where, fparams = filter_sql(filters)
+        where, fparams = filter_sql(filters, self.pg)
         sql = "SELECT m.id FROM msg m"
         if filters.active:
             sql += " JOIN session s ON s.id = m.session_id"
@@ -248,7 +236,7 @@ class PgSearcher(Searcher):
     def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
         if not ids:
             return []
-        where, fparams = filter_sql(filters)
+        where, fparams = filter_sql(filters, self.pg)
         sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
                   FROM msg m JOIN session s ON s.id = m.session_id
                   WHERE m.id = ANY(%s) AND {where}"""

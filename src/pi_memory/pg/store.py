@@ -21,23 +21,27 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import ArchiveError
 from ..ingest import SessionWrite, pack
 from ..store import NewEntry, NewMessage, SessionRow, compress
+from ..text import QueryToken
 from . import redact
 from .schema import CREATE_VERSION_TABLE, MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg
 
+    from ..store import Store
+
 CONNECT_TIMEOUT_S = 10
 MIGRATION_LOCK = "pi_memory_migrate"
-TABLES = ("session", "msg", "entry", "source_file", "counter")
+COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
+TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 DEADLOCK_RETRIES = 5
 T = TypeVar("T")
 
@@ -79,6 +83,27 @@ def _meta_json(meta: dict[str, Any]) -> str | None:
 
 
 Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
+
+
+@lru_cache(maxsize=512)
+def pg_sql(sql: str) -> bytes:
+    """The shared `?`-style SQL as psycopg takes it: `?` outside quotes becomes `%s`, a literal `%` `%%`.
+
+    `%s` already written for psycopg passes through unchanged (PostgreSQL-only SQL in this package).
+    """
+    out: list[str] = []
+    quoted = False
+    for i, ch in enumerate(sql):
+        if ch == "'":
+            quoted = not quoted
+            out.append(ch)
+        elif ch == "?" and not quoted:
+            out.append("%s")
+        elif ch == "%" and not sql.startswith("%s", i):
+            out.append("%%")
+        else:
+            out.append(ch)
+    return "".join(out).encode()
 
 
 class PgStore:
@@ -173,12 +198,56 @@ class PgStore:
         with self.conn.transaction():
             yield
 
+    # The library's shared SQL is written once, with `?` placeholders (SQLite's style); these
+    # four methods take it as it is. `self.conn` is psycopg's own and takes `%s`.
+
+    # Their driver errors become `ArchiveError`s (see `errors`), except the deadlock and
+    # serialization failures `_retry` runs a transaction again for.
+
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        row = self.conn.execute(sql.encode(), params).fetchone()
+        with self._statement_errors():
+            row = self.conn.execute(pg_sql(sql), params).fetchone()
         return row[0] if row else None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return list(self.conn.execute(sql.encode(), params).fetchall())
+        with self._statement_errors():
+            return list(self.conn.execute(pg_sql(sql), params).fetchall())
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the rows it changed."""
+        with self._statement_errors():
+            return int(self.conn.execute(pg_sql(sql), params).rowcount)
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
+        params = list(seq)
+        if params:
+            with self._statement_errors(), self.conn.cursor() as cur:
+                cur.executemany(pg_sql(sql), params)
+
+    @contextmanager
+    def _statement_errors(self) -> Iterator[None]:
+        psycopg = _driver()
+        try:
+            yield
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            raise
+        except psycopg.Error:
+            with self.errors():
+                raise
+
+    # --- the few places where the two dialects differ, named (the SQLite Store has the same) ---
+
+    def sql_in_list(self, expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made."""
+        return f"{expr} = ANY(?)"
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        return list(values)
+
+    @staticmethod
+    def sql_json_has(column: str, key: str) -> str:
+        return f"(({column})::jsonb -> '{key}') IS NOT NULL"
 
     # --- what the importer asks before writing --------------------------------------
 
@@ -246,26 +315,29 @@ class PgStore:
 
     def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write sessions in packed short transactions. Returns (added, duplicates)."""
-        added_sessions: set[str] = set()
-        added = skipped = 0
+        added_ids: dict[str, list[int]] = {}
+        skipped = 0
         for txn in pack(units):
             # every writer locks session rows in id order, then the counter row: no lock cycles
             txn.sort(key=lambda chunk: chunk[0].session_id)
             new = self._retry(partial(self._write_txn, txn))
             for (unit, chunk, _first, _last), inserted in zip(txn, new, strict=True):
-                added += len(inserted)
                 skipped += len(chunk) - len(inserted)
                 if inserted:
-                    added_sessions.add(unit.session_id)
-        if added_sessions:
+                    added_ids.setdefault(unit.session_id, []).extend(msg_id for _m, msg_id in inserted)
+        if added_ids:
             with self.write():
-                self._update_first_user(sorted(added_sessions))
-        return added, skipped
+                self._update_first_user(sorted(added_ids))
+            # runs (the `AFTER_WRITE` hooks), built from the new messages as on the SQLite store
+            from ..ingest import after_messages_added
 
-    def _write_txn(self, txn: list[Chunk]) -> list[list[NewMessage]]:
+            after_messages_added(cast("Store", self), added_ids)
+        return sum(len(v) for v in added_ids.values()), skipped
+
+    def _write_txn(self, txn: list[Chunk]) -> list[list[tuple[NewMessage, int]]]:
         with self.write():
             new = [self._write_chunk(unit, chunk, first, last) for unit, chunk, first, last in txn]
-            indexed = [m for inserted in new for m in inserted if m.indexed]
+            indexed = [m for inserted in new for m, _id in inserted if m.indexed]
             if indexed:
                 self.conn.execute(
                     "UPDATE counter SET indexed_docs = indexed_docs + %s, indexed_chars = indexed_chars + %s",
@@ -285,7 +357,9 @@ class PgStore:
                 time.sleep(0.01 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    def _write_chunk(self, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool) -> list[NewMessage]:
+    def _write_chunk(
+        self, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool
+    ) -> list[tuple[NewMessage, int]]:
         sid = unit.session_id
         if first and unit.row is not None:
             self._ensure_session(unit.row)
@@ -296,10 +370,10 @@ class PgStore:
         self._insert_raw(sid, [(m, ids[m.hash]) for m in new if m.hash in ids and m.raw is not None])
         if first and unit.entries:
             self._insert_entries(unit.entries)
-        inserted = [m for m in new if m.hash in ids]
+        inserted = [(m, ids[m.hash]) for m in new if m.hash in ids]
         if inserted:
             self.conn.execute(
-                "UPDATE session SET last_at = greatest(last_at, %s) WHERE id=%s", (max(m.ts for m in inserted), sid)
+                "UPDATE session SET last_at = greatest(last_at, %s) WHERE id=%s", (max(m.ts for m, _ in inserted), sid)
             )
         if last and unit.source is not None:
             self._record_source_file(unit.source, sid)
@@ -521,6 +595,12 @@ class PgStore:
                    FROM msg WHERE session_id=%s""",
                 (session_id,),
             )[0]
+            run_docs, run_chars = self.rows(
+                """SELECT count(*) FILTER (WHERE indexed_chars >= 0),
+                          coalesce(sum(indexed_chars) FILTER (WHERE indexed_chars >= 0), 0)
+                   FROM run WHERE session_id=%s""",
+                (session_id,),
+            )[0]
             deleted = self.conn.execute("DELETE FROM session WHERE id=%s", (session_id,)).rowcount
             if deleted == 0:
                 writer = self.scalar("SELECT written_by FROM session WHERE id=%s", (session_id,))
@@ -532,17 +612,76 @@ class PgStore:
                     f"permission denied: session {session_id} was written by {writer!r}; only that role or a "
                     f"member of pi_memory_admin can forget it"
                 )
-            self.conn.execute(
-                "UPDATE counter SET indexed_docs = indexed_docs - %s, indexed_chars = indexed_chars - %s",
-                (int(docs), int(chars)),
+            # runs, their messages and files went with the session (ON DELETE CASCADE); windows name it only
+            self.conn.execute("DELETE FROM compact_window WHERE session_id=%s", (session_id,))
+            self.add_to_counters(
+                {
+                    "indexed_docs": -int(docs),
+                    "indexed_chars": -int(chars),
+                    "run_docs": -int(run_docs),
+                    "run_chars": -int(run_chars),
+                }
             )
         return int(total)
 
     # --- reads ------------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
-        row = self.conn.execute("SELECT indexed_docs, indexed_chars FROM counter").fetchone()
-        return {"indexed_docs": int(row[0]), "indexed_chars": int(row[1])} if row else {}
+        row = self.conn.execute(f"SELECT {', '.join(COUNTERS)} FROM counter").fetchone()
+        return {name: int(value) for name, value in zip(COUNTERS, row, strict=True)} if row else {}
+
+    def add_to_counters(self, deltas: dict[str, int]) -> None:
+        """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
+        unknown = set(deltas) - set(COUNTERS)
+        if unknown:
+            raise ValueError(f"no counter {sorted(unknown)[0]!r}")
+        sets = ", ".join(f"{name} = {name} + %s" for name in deltas)
+        self.conn.execute(f"UPDATE counter SET {sets}".encode(), list(deltas.values()))
+
+    # --- run summaries: a tsvector column of `run` (the SQLite store has an FTS5 table) -------
+
+    def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
+        tokens = sorted(t for t in set(chars.split()) | set(grams.split()) if indexable(t))
+        self.conn.execute("UPDATE run SET tokens = array_to_tsvector(%s::text[]) WHERE id=%s", (tokens, run_id))
+
+    def unindex_run_summary(self, run_id: int) -> None:
+        self.conn.execute("UPDATE run SET tokens = ''::tsvector WHERE id=%s", (run_id,))
+
+    def run_summary_df(self, token: QueryToken, cap: int) -> int:
+        from .search import tsquery
+
+        if not indexable(token.text):
+            return 0
+        sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
+        return int(self.scalar(sql, (tsquery([token]), cap)))
+
+    def run_summary_candidates(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+        from .search import tsquery
+
+        usable = [t for t in tokens if indexable(t.text)]
+        if not usable:
+            return []
+        sql = "SELECT id FROM run WHERE tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, (tsquery(usable, "|"), limit))]
+
+    # --- after-write hooks (runs), as on the SQLite store ------------------------------------
+
+    # session id -> new msg ids whose after-write hooks wait for an idle moment; None: run at once
+    deferred_hooks: dict[str, list[int]] | None = None
+
+    def defer_hooks(self) -> None:
+        """Put off the after-write hooks of live writes (the bridge runs them when idle)."""
+        self.deferred_hooks = {}
+
+    def defer_checkpoints(self) -> None:
+        """PostgreSQL checkpoints on its own schedule: nothing to put off."""
+
+    def checkpoint(self) -> None:
+        """Nothing to do: see `defer_checkpoints`."""
+
+    @property
+    def user_version(self) -> int:
+        return self.schema_version()
 
     def max_msg_id(self) -> int:
         return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)

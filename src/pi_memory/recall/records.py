@@ -51,8 +51,8 @@ def load_items(store: Store, msg_ids: list[int]) -> list[RecallItem]:
         return []
     rows = store.rows(
         f"""SELECT {_MSG_COLUMNS} FROM msg m LEFT JOIN run_msg rm ON rm.msg_id = m.id
-            WHERE m.id IN (SELECT value FROM json_each(?))""",
-        (json.dumps(msg_ids),),
+            WHERE {store.sql_in_list("m.id")}""",
+        (store.list_param(msg_ids),),
     )
     by_id = {int(r[0]): _item_from_msg(r) for r in rows}
     return [by_id[i] for i in msg_ids if i in by_id]
@@ -81,7 +81,7 @@ def raw_lines(store: Store, msg_ids: list[int]) -> dict[int, str]:
     if not msg_ids:
         return {}
     rows = store.rows(
-        "SELECT msg_id, raw FROM entry WHERE msg_id IN (SELECT value FROM json_each(?))", (json.dumps(msg_ids),)
+        f"SELECT msg_id, raw FROM entry WHERE {store.sql_in_list('msg_id')}", (store.list_param(msg_ids),)
     )
     return {int(mid): decompress(blob).decode("utf-8", "replace") for mid, blob in rows}
 
@@ -89,7 +89,7 @@ def raw_lines(store: Store, msg_ids: list[int]) -> dict[int, str]:
 def rendered_texts(store: Store, msg_ids: list[int]) -> dict[int, str]:
     if not msg_ids:
         return {}
-    rows = store.rows("SELECT id, text FROM msg WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(msg_ids),))
+    rows = store.rows(f"SELECT id, text FROM msg WHERE {store.sql_in_list('id')}", (store.list_param(msg_ids),))
     return {int(i): str(t) for i, t in rows}
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput
 from ..render import TOOL_ERROR, TOOL_RESULT
-from ..search import Filters, _filter_sql
+from ..search import Filters, filter_sql
 from ..store import Store, decompress
 from ..text import clip, normalize, query_phrases_for_snippet, snippet
 from .model import (
@@ -54,8 +53,8 @@ def _sessions_holding(store: Store, entry_ids: list[str], session_id: str | None
     if session_id:
         return (session_id,)
     rows = store.rows(
-        "SELECT DISTINCT session_id FROM msg WHERE entry_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(entry_ids),),
+        f"SELECT DISTINCT session_id FROM msg WHERE {store.sql_in_list('entry_id')}",
+        (store.list_param(entry_ids),),
     )
     return tuple(str(r[0]) for r in rows)
 
@@ -65,21 +64,21 @@ def _entry_rows(store: Store, sessions: tuple[str, ...], entry_ids: list[str]) -
     then, only for ids still unfound, the session's other entries (custom state, labels...)."""
     if not sessions or not entry_ids:
         return []
-    sess, wanted = json.dumps(sessions), json.dumps(entry_ids)
+    sess, wanted = store.list_param(sessions), store.list_param(entry_ids)
     rows = store.rows(
-        """SELECT m.entry_id, coalesce(e.type, 'message'), m.ts, m.session_id, m.id, e.raw, coalesce(e.id, 0)
+        f"""SELECT m.entry_id, coalesce(e.type, 'message'), m.ts, m.session_id, m.id, e.raw, coalesce(e.id, 0)
            FROM msg m LEFT JOIN entry e ON e.msg_id = m.id
-           WHERE m.entry_id IN (SELECT value FROM json_each(?)) AND m.session_id IN (SELECT value FROM json_each(?))""",
+           WHERE {store.sql_in_list("m.entry_id")} AND {store.sql_in_list("m.session_id")}""",
         (wanted, sess),
     )
     found = {str(r[0]) for r in rows}
     rest = [i for i in entry_ids if i not in found]
     if rest:
         rows += store.rows(
-            """SELECT e.entry_id, e.type, e.ts, e.session_id, NULL, e.raw, e.id FROM entry e
-               WHERE e.session_id IN (SELECT value FROM json_each(?)) AND e.msg_id IS NULL
-               AND e.entry_id IN (SELECT value FROM json_each(?))""",
-            (sess, json.dumps(rest)),
+            f"""SELECT e.entry_id, e.type, e.ts, e.session_id, NULL, e.raw, e.id FROM entry e
+               WHERE {store.sql_in_list("e.session_id")} AND e.msg_id IS NULL
+               AND {store.sql_in_list("e.entry_id")}""",
+            (sess, store.list_param(rest)),
         )
     return [r[:6] for r in sorted(rows, key=lambda r: (r[2], r[6]))]
 
@@ -118,7 +117,7 @@ def _order(scope: Scope) -> str:
 
 def list_recent(store: Store, req: RecallRequest, scope: Scope, filters: Filters) -> RecallResult:
     """The newest records in scope (matching kind, class, file), one page, no query needed."""
-    where, params = _filter_sql(filters)
+    where, params = filter_sql(filters, store)
     rows = store.rows(
         f"""SELECT m.id FROM msg m JOIN session s ON s.id = m.session_id WHERE {where}
             ORDER BY {_order(scope)} LIMIT ? OFFSET ?""",
@@ -142,7 +141,7 @@ def scan_records(store: Store, query: str, scope: Scope, filters: Filters) -> li
     words = query_phrases_for_snippet(query)
     if not words:
         return []
-    where, params = _filter_sql(filters)
+    where, params = filter_sql(filters, store)
     rows = store.rows(
         f"""SELECT m.id, m.text, e.raw FROM msg m JOIN session s ON s.id = m.session_id
             LEFT JOIN entry e ON e.msg_id = m.id WHERE {where} ORDER BY {_order(scope)} LIMIT ?""",
