@@ -36,11 +36,40 @@ def db_path(isolated_home: Path) -> Path:
     return Path(os.environ["PI_MEMORY_DB"])
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "sqlite_only(reason): the test is about the local SQLite file itself; no PostgreSQL variant"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test of the `archive` fixture runs on both backends, unless marked `sqlite_only`."""
+    if "backend" in metafunc.fixturenames:
+        only = metafunc.definition.get_closest_marker("sqlite_only")
+        metafunc.parametrize("backend", ["sqlite"] if only else list(BACKENDS))
+
+
 @pytest.fixture
-def archive(db_path: Path) -> Iterator[object]:
+def archive_target(backend: str, db_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """What `Archive.open` takes for this backend: the test's file, or a fresh PostgreSQL schema.
+
+    It is also the default archive (`PI_MEMORY_DB`) of the CLI commands the test runs.
+    """
+    if backend == "sqlite":
+        return str(db_path)
+    url = str(request.getfixturevalue("pg_url"))
+    monkeypatch.setenv("PI_MEMORY_DB", url)
+    return url
+
+
+@pytest.fixture
+def archive(archive_target: str) -> Iterator[object]:
     from pi_memory import Archive
 
-    with Archive.open(db_path) as a:
+    with Archive.open(archive_target) as a:
         yield a
 
 

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import PI_DATA
 from pi_memory import Archive
 
@@ -153,6 +155,7 @@ def test_a_forked_session_backfill_does_not_copy_messages_archived_under_the_fir
     assert archive.stats().messages == before
 
 
+@pytest.mark.sqlite_only("WAL checkpoints of the archive file; PostgreSQL checkpoints on its own schedule")
 def test_a_bulk_import_checkpoints_as_it_goes_even_when_live_writes_defer_checkpoints(archive: Archive) -> None:
     archive.store.defer_checkpoints()
     with archive.store.checkpointing():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -55,15 +54,15 @@ def test_bad_id_lists_are_one_line_errors(imported: Archive) -> None:
         imported.read_entries(SSE, [f"{i:08x}" for i in range(51)])
 
 
-def test_entries_cli_prints_text_and_json(db_path: Path) -> None:
-    with Archive.open(db_path) as archive:
+def test_entries_cli_prints_text_and_json(archive_target: str) -> None:
+    with Archive.open(archive_target) as archive:
         archive.import_paths([PI_DATA])
-    text = CliRunner().invoke(cli, ["--db", str(db_path), "entries", SSE, "12a82452", "zzzz0000"])
+    text = CliRunner().invoke(cli, ["--db", archive_target, "entries", SSE, "12a82452", "zzzz0000"])
     assert (
         text.exit_code == 0
         and "[12a82452] message user" in text.output
         and "not found in this session: zzzz0000" in text.output
     )
-    out = CliRunner().invoke(cli, ["--db", str(db_path), "entries", SSE, "78092ca6", "--raw", "--json"])
+    out = CliRunner().invoke(cli, ["--db", archive_target, "entries", SSE, "78092ca6", "--raw", "--json"])
     data = json.loads(out.stdout)
     assert data["entries"][0]["type"] == "custom" and "not instructions" in data["note"]

@@ -34,21 +34,21 @@ def test_status_shows_the_last_compaction_stats(archive: Archive, tmp_path: Path
     assert st["windows"] == 1 and st["archive"]["messages"] > 50
 
 
-def test_status_cli_json_reports_a_broken_project_file(db_path: Path, tmp_path: Path) -> None:
+def test_status_cli_json_reports_a_broken_project_file(archive_target: str, tmp_path: Path) -> None:
     project = tmp_path / "proj"
     (project / ".pi").mkdir(parents=True)
     (project / ".pi" / "pi-memory.json").write_text("{nope")
-    result = CliRunner().invoke(cli, ["--db", str(db_path), "status", "--cwd", str(project), "--json"])
+    result = CliRunner().invoke(cli, ["--db", archive_target, "status", "--cwd", str(project), "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["settings"]["source"] == "defaults" and "broken JSON" in out["settings"]["notes"][0]
     assert out["settings"]["values"]["summaryMaxChars"] == 12000
 
 
-def test_status_text_names_the_settings_source_and_the_last_compaction(db_path: Path, tmp_path: Path) -> None:
+def test_status_text_names_the_settings_source_and_the_last_compaction(archive_target: str, tmp_path: Path) -> None:
     (tmp_path / ".pi").mkdir()
     (tmp_path / ".pi" / "pi-memory.json").write_text('{"summaryMaxChars": 999999}')
-    with Archive.open(db_path) as archive:
+    with Archive.open(archive_target) as archive:
         b = busy_session(1)
         archive.compact_committed(SID, commit(b, b.user("x"), reason="overflow"), b.entries)
     result = subprocess.run(
@@ -64,8 +64,8 @@ def test_status_text_names_the_settings_source_and_the_last_compaction(db_path: 
     )
 
 
-def test_status_for_an_unknown_session_is_a_one_line_error(db_path: Path, tmp_path: Path) -> None:
+def test_status_for_an_unknown_session_is_a_one_line_error(archive_target: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        cli, ["--db", str(db_path), "status", "--cwd", str(tmp_path), "--session", "zzzzzzzzzz"]
+        cli, ["--db", archive_target, "status", "--cwd", str(tmp_path), "--session", "zzzzzzzzzz"]
     )
     assert result.exit_code != 0 and "no session matches" in result.output and "Traceback" not in result.output

@@ -54,10 +54,12 @@ def test_forgetting_a_session_removes_every_trace(archive: Archive, tmp_path: Pa
         assert archive.store.scalar(f"SELECT count(*) FROM {table} WHERE session_id=?", (CACHE,)) == 0
     assert archive.store.scalar("SELECT count(*) FROM session WHERE id=?", (CACHE,)) == 0
     counters = archive.store.counters()
-    indexed = archive.store.scalar("SELECT count(*), sum(nchars) FROM msg WHERE indexed=1")
-    assert counters["indexed_docs"] == archive.store.rows("SELECT count(*) FROM msg WHERE indexed=1")[0][0] == indexed
+    indexed = archive.store.scalar("SELECT count(*), sum(nchars) FROM msg WHERE indexed=TRUE")
+    assert (
+        counters["indexed_docs"] == archive.store.rows("SELECT count(*) FROM msg WHERE indexed=TRUE")[0][0] == indexed
+    )
     assert counters["indexed_docs"] < counters_before["indexed_docs"]
-    assert counters["indexed_chars"] == archive.store.rows("SELECT sum(nchars) FROM msg WHERE indexed=1")[0][0]
+    assert counters["indexed_chars"] == archive.store.rows("SELECT sum(nchars) FROM msg WHERE indexed=TRUE")[0][0]
     assert counters["run_docs"] == archive.store.scalar("SELECT count(*) FROM run")
     assert findable(archive, "cache misses")  # the other session is untouched
 

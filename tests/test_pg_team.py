@@ -15,7 +15,7 @@ from conftest import PI_DATA, python_cli
 from pg_support import as_role, connect
 from pi_memory import Archive
 from pi_memory.cli import cli
-from pi_memory.errors import ArchiveError, BadInput, NotFound
+from pi_memory.errors import ArchiveError, NotFound
 from pi_memory.pg import redact, roles_sql
 from pi_memory.pg.store import PermissionDenied
 from test_search import write_session
@@ -197,14 +197,9 @@ def test_concurrent_writers_from_several_processes_lose_nothing_and_duplicate_no
         assert [m.text for m in window.messages] == [f"shared message {k} 共享" for k in range(40)]
 
 
-def test_what_only_a_local_file_has_stops_with_one_clear_error_on_a_team_archive(pg_url: str):
-    with Archive.open(pg_url) as archive:
-        with pytest.raises(ArchiveError, match="PostgreSQL archive, not a file"):
-            _ = archive.path
-        with pytest.raises(BadInput, match="forgets whole sessions"):
-            archive.forget("r1/m2")
-        with pytest.raises(BadInput, match="keeps no tombstones"):
-            archive.import_paths([], include_forgotten=True)
+def test_a_team_archive_has_no_file_path_and_says_so(pg_url: str):
+    with Archive.open(pg_url) as archive, pytest.raises(ArchiveError, match="PostgreSQL archive, not a file"):
+        _ = archive.path
 
 
 def test_stats_from_the_cli_show_the_url_without_its_password(pg_url: str):

@@ -333,12 +333,12 @@ def test_hostile_queries_are_just_text(imported: Archive, query: str) -> None:
 # --- the CLI -------------------------------------------------------------------------------
 
 
-def test_recall_cli_reads_the_branch_from_the_session_file(db_path: Path) -> None:
-    with Archive.open(db_path) as archive:
+def test_recall_cli_reads_the_branch_from_the_session_file(archive_target: str) -> None:
+    with Archive.open(archive_target) as archive:
         archive.import_paths([PI_DATA])
     runner = CliRunner()
     out = runner.invoke(
-        cli, ["--db", str(db_path), "recall", "--session", SSE[:13], "--branch-ids", str(SSE_FILE), "heartbeat"]
+        cli, ["--db", archive_target, "recall", "--session", SSE[:13], "--branch-ids", str(SSE_FILE), "heartbeat"]
     )
     assert out.exit_code == 0 and out.output.startswith(EVIDENCE_HEADER)
     assert "[4a107d51]" in out.output and "a35c822d" not in out.output
@@ -346,7 +346,7 @@ def test_recall_cli_reads_the_branch_from_the_session_file(db_path: Path) -> Non
         cli,
         [
             "--db",
-            str(db_path),
+            archive_target,
             "recall",
             "--session",
             SSE,
@@ -360,7 +360,7 @@ def test_recall_cli_reads_the_branch_from_the_session_file(db_path: Path) -> Non
     )
     data = json.loads(raw.stdout)
     assert data["results"][0]["body_format"] == "raw" and "text" not in data
-    bad = runner.invoke(cli, ["--db", str(db_path), "recall", "--session", SSE, "--kind", "user"])
+    bad = runner.invoke(cli, ["--db", archive_target, "recall", "--session", SSE, "--kind", "user"])
     assert bad.exit_code != 0 and "Traceback" not in bad.output and "query" in bad.output
 
 
@@ -416,11 +416,14 @@ def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanne
     imported: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the index's tracks are bounded (rare postings budget, recent rowid window): simulate an old session
+    import pi_memory.pg.search as pg_search
     import pi_memory.search as search
 
     indexed = on_branch(imported, query="Last-Event-ID", kind="assistant")
     monkeypatch.setattr(search, "RARE_POSTINGS_BUDGET", 0)
     monkeypatch.setattr(search, "RECENT_WINDOW", 0)
+    monkeypatch.setattr(pg_search, "PG_RARE_POSTINGS_BUDGET", 0)
+    monkeypatch.setattr(pg_search, "PG_RECENT_WINDOW", 0)
     assert not imported.search("Last-Event-ID", session=SSE)
     found = on_branch(imported, query="Last-Event-ID", kind="assistant")
     assert set(ids(found)) == set(ids(indexed)) == {"a9ca8037", "75a684c5"}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -135,11 +134,11 @@ def test_session_search_of_nothing_found_is_an_empty_list(archive: Archive) -> N
     assert archive.search_sessions('" OR chars:* ^') == []
 
 
-def test_cli_search_sessions_prints_sessions_as_json(archive: Archive, db_path: Path) -> None:
+def test_cli_search_sessions_prints_sessions_as_json(archive: Archive, archive_target: str) -> None:
     _fill(archive, {"alpha": ["怎么设计缓存索引？", "缓存索引按会话分片"], "beta": ["部署脚本报错了"]})
     archive.close()
     out = subprocess.run(
-        [*python_cli(), "--db", str(db_path), "search", "缓存索引", "--sessions", "--json"],
+        [*python_cli(), "--db", archive_target, "search", "缓存索引", "--sessions", "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -150,20 +149,20 @@ def test_cli_search_sessions_prints_sessions_as_json(archive: Archive, db_path: 
     assert data["sessions"][0]["hits"] == 2
 
 
-def test_cli_search_sessions_text_output_shows_the_headline(archive: Archive, db_path: Path) -> None:
+def test_cli_search_sessions_text_output_shows_the_headline(archive: Archive, archive_target: str) -> None:
     _fill(archive, {"alpha": ["怎么设计缓存索引？", "缓存索引按会话分片"]})
     archive.close()
     out = subprocess.run(
-        [*python_cli(), "--db", str(db_path), "search", "缓存索引", "--sessions"], capture_output=True, text=True
+        [*python_cli(), "--db", archive_target, "search", "缓存索引", "--sessions"], capture_output=True, text=True
     )
     assert out.returncode == 0
     assert "session=alpha hits=2" in out.stdout
     assert "first: 怎么设计缓存索引？" in out.stdout
 
 
-def test_cli_search_sessions_with_one_session_filter_is_a_clear_error(db_path: Path) -> None:
+def test_cli_search_sessions_with_one_session_filter_is_a_clear_error(archive_target: str) -> None:
     out = subprocess.run(
-        [*python_cli(), "--db", str(db_path), "search", "x", "--sessions", "--session", "abcdefgh"],
+        [*python_cli(), "--db", archive_target, "search", "x", "--sessions", "--session", "abcdefgh"],
         capture_output=True,
         text=True,
     )

@@ -214,7 +214,7 @@ class LiveCapture:
     def _write(
         self, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
     ) -> tuple[int, int]:
-        """The one write path; the team archive's capture (`pg/capture.py`) writes through its own."""
+        """The one write path (`Store.write_sessions`, or `PgStore.write_sessions` on a team archive)."""
         return write_messages(self.store, session_id, messages, entries)
 
     def _state(self, m: NewMessage) -> str:

@@ -14,7 +14,6 @@ Deletion runs in short transactions of `CHUNK` messages.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -117,36 +116,30 @@ def _run_start(store: Store, run_id: int) -> tuple[int, int] | None:
 
 def delete_messages(store: Store, session_id: str, msg_ids: list[int]) -> None:
     """Rows, verbatim copies, index entries and run membership of some messages (in a transaction)."""
-    ids = json.dumps(msg_ids)
-    indexed = store.rows(
-        "SELECT id, nchars FROM msg WHERE indexed = 1 AND id IN (SELECT value FROM json_each(?))", (ids,)
-    )
-    for msg_id, _ in indexed:
-        store.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
+    ids = store.list_param(msg_ids)
+    indexed = store.rows(f"SELECT id, nchars FROM msg WHERE indexed = TRUE AND {store.sql_in_list('id')}", (ids,))
     if indexed:
-        store.conn.execute(
-            "UPDATE counter SET value = max(0, value - CASE name WHEN 'indexed_docs' THEN ? ELSE ? END)"
-            " WHERE name IN ('indexed_docs', 'indexed_chars')",
-            (len(indexed), sum(int(n) for _, n in indexed)),
-        )
+        store.unindex_messages([int(msg_id) for msg_id, _ in indexed])
+        store.add_to_counters({"indexed_docs": -len(indexed), "indexed_chars": -sum(int(n) for _, n in indexed)})
     now = int(time.time() * 1000)
-    store.conn.execute(
-        """INSERT OR IGNORE INTO forgotten(session_id, hash, forgotten_at)
-           SELECT session_id, hash, ? FROM msg WHERE id IN (SELECT value FROM json_each(?))""",
+    store.execute(
+        f"""INSERT INTO forgotten(session_id, hash, forgotten_at)
+            SELECT session_id, hash, ? FROM msg WHERE {store.sql_in_list("id")} ON CONFLICT DO NOTHING""",
         (now, ids),
     )
     for table, column in (("entry", "msg_id"), ("run_msg", "msg_id"), ("run_file", "msg_id"), ("msg", "id")):
-        store.conn.execute(f"DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?))", (ids,))
+        store.execute(f"DELETE FROM {table} WHERE {store.sql_in_list(column)}", (ids,))
 
 
 def _delete_session(store: Store, session_id: str) -> None:
     for (run_id,) in store.rows("SELECT id FROM run WHERE session_id=?", (session_id,)):
         runs.delete_run_rows(store, int(run_id))
-    store.conn.execute("DELETE FROM entry WHERE session_id=?", (session_id,))
-    store.conn.execute("DELETE FROM source_file WHERE session_id=?", (session_id,))
-    store.conn.execute("DELETE FROM session WHERE id=?", (session_id,))
-    store.conn.execute(
-        "INSERT OR REPLACE INTO forgotten(session_id, hash, forgotten_at) VALUES (?,?,?)",
+    store.execute("DELETE FROM entry WHERE session_id=?", (session_id,))
+    store.execute("DELETE FROM source_file WHERE session_id=?", (session_id,))
+    store.execute("DELETE FROM session WHERE id=?", (session_id,))
+    store.execute(
+        """INSERT INTO forgotten(session_id, hash, forgotten_at) VALUES (?,?,?)
+           ON CONFLICT(session_id, hash) DO UPDATE SET forgotten_at = excluded.forgotten_at""",
         (session_id, WHOLE_SESSION, int(time.time() * 1000)),
     )
 
@@ -166,4 +159,4 @@ def forgotten_anywhere(store: Store, hash_: str) -> bool:
 
 def clear_tombstones(store: Store, session_id: str) -> None:
     """`import --include-forgotten`: the user wants the session back (inside a transaction)."""
-    store.conn.execute("DELETE FROM forgotten WHERE session_id=?", (session_id,))
+    store.execute("DELETE FROM forgotten WHERE session_id=?", (session_id,))

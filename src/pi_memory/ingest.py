@@ -218,7 +218,7 @@ def write_messages(
     store: Store, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
 ) -> tuple[int, int]:
     """Write one session's messages (the session row must exist): live capture's path."""
-    return write_sessions(store, [SessionWrite(session_id, messages, list(entries or []))])
+    return store.write_sessions([SessionWrite(session_id, messages, list(entries or []))])
 
 
 class Importer:
@@ -332,7 +332,7 @@ class Importer:
 
     def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write planned sessions now (another backend's importer writes through its own store)."""
-        return write_sessions(self.store, units)
+        return self.store.write_sessions(units)
 
     def flush(self, report: ImportReport) -> None:
         if not self._pending:

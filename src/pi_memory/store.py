@@ -22,13 +22,16 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from .errors import ArchiveError, CorruptDatabase
 from .schema import MIGRATIONS, SCHEMA_VERSION
 from .text import QueryToken, fts_or, tokenize
+
+if TYPE_CHECKING:
+    from .ingest import SessionWrite
 
 BUSY_TIMEOUT_MS = 5000
 
@@ -291,6 +294,54 @@ class Store:
     @staticmethod
     def sql_json_has(column: str, key: str) -> str:
         return f"json_extract({column}, '$.{key}') IS NOT NULL"
+
+    def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
+        """The one write path (`ingest.write_sessions`); returns (added, duplicates)."""
+        from .ingest import write_sessions
+
+        return write_sessions(self, units)
+
+    def unindex_messages(self, msg_ids: list[int]) -> None:
+        """Take messages out of the full-text index (inside a write transaction; `forget`)."""
+        for msg_id in msg_ids:
+            self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
+
+    def lock_workspace(self, workspace: str) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.
+
+        (On PostgreSQL, appends to one workspace's memory chain take an advisory lock.)
+        """
+
+    # --- what `watch` remembers of a followed file (tail.py) ---------------------------------
+
+    def file_state(self, path: str) -> tuple[Any, ...] | None:
+        """(session id, read offset, line number, inode, first-line hash, size, mtime_ns) of a file."""
+        rows = self.rows(
+            "SELECT session_id, read_offset, line_no, inode, head_hash, size, mtime_ns FROM source_file WHERE path = ?",
+            (path,),
+        )
+        return rows[0] if rows else None
+
+    def remember_file(self, path: str, session_id: str | None, state: Sequence[Any], agent: str | None) -> None:
+        """Record where reading a file stopped: state is (size, mtime_ns, offset, line_no, inode, head hash)."""
+        size, mtime_ns, offset, line_no, inode, head = state
+        self.conn.execute(
+            """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at, read_offset, line_no,
+                                       inode, head_hash, agent)
+               VALUES (?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(path) DO UPDATE SET session_id = coalesce(excluded.session_id, session_id),
+                 size = excluded.size, mtime_ns = excluded.mtime_ns, imported_at = excluded.imported_at,
+                 read_offset = excluded.read_offset, line_no = excluded.line_no, inode = excluded.inode,
+                 head_hash = excluded.head_hash, agent = coalesce(excluded.agent, agent)""",
+            (path, session_id, size, mtime_ns, int(time.time() * 1000), offset, line_no, inode, head, agent),
+        )
+
+    def forget_file_offsets(self, path: str) -> None:
+        """The file is gone: what was read of it no longer describes anything on disk."""
+        self.conn.execute(
+            "UPDATE source_file SET read_offset = 0, line_no = 0, inode = NULL, head_hash = NULL WHERE path = ?",
+            (path,),
+        )
 
     # --- run summaries' index (runs.py; PgStore keeps them in a column of `run`) ---------------
 

@@ -187,22 +187,16 @@ class Follower:
         if state is None:
             return SyncResult(path, missing=True)
         with self.store.write():
-            self.store.conn.execute(
-                "UPDATE source_file SET read_offset = 0, line_no = 0, inode = NULL, head_hash = NULL WHERE path = ?",
-                (key,),
-            )
+            self.store.forget_file_offsets(key)
             if state.session_id:
-                self.store.conn.execute("UPDATE session SET source_missing = 1 WHERE id = ?", (state.session_id,))
+                self.store.execute("UPDATE session SET source_missing = 1 WHERE id = ?", (state.session_id,))
         return SyncResult(path, session_id=state.session_id, missing=True)
 
     # --- state ---------------------------------------------------------------------
 
     def state(self, key: str) -> FileState | None:
-        rows = self.store.rows(
-            "SELECT session_id, read_offset, line_no, inode, head_hash, size, mtime_ns FROM source_file WHERE path = ?",
-            (key,),
-        )
-        return FileState(*rows[0]) if rows else None
+        row = self.store.file_state(key)
+        return FileState(*row) if row else None
 
     def _remember(
         self,
@@ -215,16 +209,8 @@ class Follower:
         agent: str | None,
     ) -> None:
         with self.store.write():
-            self.store.conn.execute(
-                """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at, read_offset, line_no,
-                                           inode, head_hash, agent)
-                   VALUES (?,?,?,?,?,?,?,?,?,?)
-                   ON CONFLICT(path) DO UPDATE SET session_id = coalesce(excluded.session_id, session_id),
-                     size = excluded.size, mtime_ns = excluded.mtime_ns, imported_at = excluded.imported_at,
-                     read_offset = excluded.read_offset, line_no = excluded.line_no, inode = excluded.inode,
-                     head_hash = excluded.head_hash, agent = coalesce(excluded.agent, agent)""",
-                (key, session_id, st.st_size, st.st_mtime_ns, int(self.clock() * 1000), offset, line_no)
-                + (st.st_ino, head, agent),
+            self.store.remember_file(
+                key, session_id, (st.st_size, st.st_mtime_ns, offset, line_no, st.st_ino, head), agent
             )
             if session_id:
-                self.store.conn.execute("UPDATE session SET source_missing = 0 WHERE id = ?", (session_id,))
+                self.store.execute("UPDATE session SET source_missing = 0 WHERE id = ?", (session_id,))

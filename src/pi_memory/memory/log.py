@@ -175,13 +175,14 @@ class MemoryLog:
         return self._new_chain(workspace, note)
 
     def _new_chain(self, workspace: str, note: str) -> int:
-        self.store.conn.execute(
-            "INSERT INTO memory_chain(workspace, created_at, note) VALUES (?,?,?)", (workspace, now_ms(), note)
+        rows = self.store.rows(
+            "INSERT INTO memory_chain(workspace, created_at, note) VALUES (?,?,?) RETURNING id",
+            (workspace, now_ms(), note),
         )
-        return int(self.store.conn.last_insert_rowid())
+        return int(rows[0][0])
 
     def _insert(self, chain: int, row: ChainRow) -> None:
-        self.store.conn.execute(
+        self.store.execute(
             "INSERT INTO memory_event(chain, seq, prev_hash, hash, event) VALUES (?,?,?,?,?)",
             (chain, row.seq, row.prev_hash, row.hash, row.event),
         )
@@ -189,6 +190,7 @@ class MemoryLog:
     def append(self, workspace: str, build: Builder) -> Appended:
         """Read the tail, replay, build and judge the event, seal and insert it: one transaction."""
         with self.store.write():
+            self.store.lock_workspace(workspace)
             chain = self._ensure_chain(workspace)
             report = verify_chain(self.chain_rows(chain))
             if not report.ok:
@@ -218,6 +220,7 @@ class MemoryLog:
                 f"the file's chain is broken at event {incoming.broken_at} ({incoming.reason}); nothing imported"
             )
         with self.store.write():
+            self.store.lock_workspace(workspace)
             chain = self._ensure_chain(workspace, "import")
             existing = self.chain_rows(chain)
             current = verify_chain(existing)
@@ -244,6 +247,7 @@ class MemoryLog:
                     f"the file's chain is broken at event {checked.broken_at} ({checked.reason}); nothing changed"
                 )
         with self.store.write():
+            self.store.lock_workspace(workspace)
             old = self.active_chain(workspace)
             rows = self.chain_rows(old)
             report = verify_chain(rows)

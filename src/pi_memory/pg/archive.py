@@ -16,51 +16,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+from .. import forget as forget_plan
 from ..api import Archive
-from ..capture import ImportSlice, LiveCapture, import_slice
 from ..errors import ArchiveError, BadInput
 from ..forget import ForgetPlan
-from ..ingest import Importer, ImportReport, SessionWrite
 from ..runsearch import RunHit
 from ..search import Hit
 from ..sources.readers import AGENTS
 from ..store import Store
-from ..tail import Follower
 from .push import PushReport, push
 from .search import PgSearcher, TeamFilters
 from .store import PgStore
 
-if TYPE_CHECKING:
-    from ..memory.service import Memories
 
-
-class PgForgetPlan(ForgetPlan):
-    """A team archive forgets whole sessions, for everyone, and keeps no tombstone."""
-
+class TeamForgetPlan(ForgetPlan):
     def after_note(self) -> str:
-        return "removed for everyone on the team archive (a later import or push of its file would add it again)"
-
-
-class PgImporter(Importer):
-    """The SQLite importer's reading and planning, writing through `PgStore.write_sessions`."""
-
-    def __init__(self, store: PgStore) -> None:
-        # plan_session and _read_file call existing_hashes, copied_from_elsewhere and source_file_state,
-        # which PgStore answers with the same meaning
-        super().__init__(cast(Store, store))
-        self.pg = store
-
-    # a team archive forgets whole sessions for everyone and keeps no tombstones (yet)
-    def _forgotten(self, session_id: str) -> set[str]:
-        return set()
-
-    def _forgotten_anywhere(self, hash_: str) -> bool:
-        return False
-
-    def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
-        return self.pg.write_sessions(units)
+        return "removed for everyone on the team archive; " + super().after_note()
 
 
 class PgArchive(Archive):
@@ -90,25 +63,6 @@ class PgArchive(Archive):
     def check(self) -> list[str]:
         with self.pg.errors():
             return [] if self.pg.scalar("SELECT count(*) FROM counter") == 1 else ["counter row missing"]
-
-    # --- import ----------------------------------------------------------------------
-
-    def import_paths(
-        self,
-        paths: Iterable[Path | str] | None = None,
-        *,
-        force: bool = False,
-        progress: Callable[[Path], None] | None = None,
-        include_forgotten: bool = False,
-        agent: str | None = None,
-    ) -> ImportReport:
-        if include_forgotten:
-            raise BadInput(
-                "--include-forgotten: a team archive keeps no tombstones; a re-import adds forgotten sessions back"
-            )
-        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
-        with self.pg.errors():
-            return PgImporter(self.pg).import_paths(targets, force=force, progress=progress, agent=agent)
 
     # --- search ----------------------------------------------------------------------
 
@@ -144,44 +98,15 @@ class PgArchive(Archive):
 
     # --- team ------------------------------------------------------------------------
 
-    # A team archive forgets whole sessions (for everyone); a local archive also forgets runs and messages.
     def plan_forget(self, target: str) -> ForgetPlan:
-        """The session `target` names (id or prefix) and its messages, counted before anything is deleted."""
-        if self.is_address(target):
-            raise BadInput(f"{target}: a team archive forgets whole sessions; give the session id")
-        with self.pg.errors():
-            sid = self.resolve_session(target)
-            ids = [int(r[0]) for r in self.pg.rows("SELECT id FROM msg WHERE session_id=? ORDER BY id", (sid,))]
-        return PgForgetPlan(target, "session", sid, ids)
+        plan = super().plan_forget(target)
+        return TeamForgetPlan(plan.target, plan.kind, plan.session_id, plan.msg_ids, plan.run_ids)
 
     def forget(self, target: str) -> ForgetPlan:
-        """Remove a session's rows for everyone; only its writer or a `pi_memory_admin` member may."""
+        """As on a local archive, for everyone; only the session's writer or a `pi_memory_admin` member may."""
         plan = self.plan_forget(target)
-        with self.pg.errors():
-            self.pg.forget_session(plan.session_id)
-        return plan
-
-    # --- live writers (pg/capture.py) ---------------------------------------------------
-
-    @property
-    def live(self) -> LiveCapture:
-        if self._live is None:
-            from .capture import PgLiveCapture
-
-            self._live = PgLiveCapture(self.pg)
-        return self._live
-
-    def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
-        """One batch of a long import into the team archive (the bridge's `import` method)."""
-        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
-        with self.pg.errors():
-            return import_slice(PgImporter(self.pg), targets, offset, limit)
-
-    def follower(self) -> Follower:
-        """`watch` into the team archive (read offsets kept in the watch process, see pg/capture.py)."""
-        from .capture import PgFollower
-
-        return PgFollower(self.pg)
+        self.pg.check_may_forget(plan.session_id)
+        return forget_plan.execute(self.store, plan)
 
     def whoami(self) -> dict[str, Any]:
         """The identity rows are written under: the database role, the display name and this host."""
@@ -195,13 +120,3 @@ class PgArchive(Archive):
             raise BadInput("push copies a local SQLite archive: --from must be a file, not a PostgreSQL URL")
         with self.pg.errors():
             return push(local.store, self.pg, progress)
-
-    @property
-    def memories(self) -> Memories:
-        """The memory operations over this archive's memory log (`pg/memory.py`)."""
-        from ..memory.service import Memories as SqliteMemories
-        from .memory import PgMemoryLog
-
-        memories = SqliteMemories(cast(Store, self.pg))
-        memories.log = PgMemoryLog(self.pg)
-        return memories

@@ -27,7 +27,7 @@ BEGIN
   EXECUTE format('GRANT SELECT ON ALL TABLES IN SCHEMA %I TO pi_memory_reader, pi_memory_writer', current_schema());
 END $$;
 
-GRANT INSERT, UPDATE, DELETE ON session, msg, entry, source_file, run, run_msg, run_file TO pi_memory_writer;
+GRANT INSERT, UPDATE, DELETE ON session, msg, entry, source_file, run, run_msg, run_file, forgotten TO pi_memory_writer;
 GRANT INSERT, DELETE ON compact_window TO pi_memory_writer;  -- windows are never changed, only forgotten
 GRANT UPDATE ON counter TO pi_memory_writer;
 GRANT INSERT ON memory_chain, memory_event TO pi_memory_writer;  -- the memory log: append only

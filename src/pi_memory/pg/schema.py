@@ -25,7 +25,7 @@ from __future__ import annotations
 
 ADMIN_ROLE = "pi_memory_admin"
 
-_IS_WRITER_OR_ADMIN = f"""(written_by = current_user OR EXISTS (
+IS_WRITER_OR_ADMIN = f"""(written_by = current_user OR EXISTS (
     SELECT 1 FROM pg_roles r WHERE r.rolname = '{ADMIN_ROLE}' AND pg_has_role(current_user, r.oid, 'MEMBER')))"""
 
 
@@ -34,8 +34,8 @@ def _owned_table_policies(table: str) -> str:
         ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
         CREATE POLICY {table}_read ON {table} FOR SELECT USING (true);
         CREATE POLICY {table}_insert ON {table} FOR INSERT WITH CHECK (written_by = current_user);
-        CREATE POLICY {table}_update ON {table} FOR UPDATE USING {_IS_WRITER_OR_ADMIN};
-        CREATE POLICY {table}_delete ON {table} FOR DELETE USING {_IS_WRITER_OR_ADMIN};
+        CREATE POLICY {table}_update ON {table} FOR UPDATE USING {IS_WRITER_OR_ADMIN};
+        CREATE POLICY {table}_delete ON {table} FOR DELETE USING {IS_WRITER_OR_ADMIN};
         CREATE TRIGGER {table}_identity BEFORE INSERT ON {table}
           FOR EACH ROW EXECUTE FUNCTION pi_memory_identity();
     """
@@ -195,16 +195,45 @@ MIGRATIONS.append(
 )
 
 # Runs, their navigation summaries and files (see `pi_memory.runs`), the compaction windows of
-# pi sessions (`pi_memory.compact.window`) and the watch flag on sessions, as in the SQLite
+# pi sessions (`pi_memory.compact.window`), tombstones, and what `watch` keeps, as in the SQLite
 # migrations m003-m005. A run's summary tokens are a tsvector column of its own row (the SQLite
 # archive keeps them in the `run_fts` index). Runs are derived: they are written by whoever wrote
-# the session's messages, so the same owner policies apply. Watch offsets are not kept here: a
-# watcher keeps its read offsets in its own process (pg/capture.py).
+# the session's messages, so the same owner policies apply. Watch offsets are per host, like the
+# rest of `source_file`.
 MIGRATIONS.append(
     (
         "m003_runs_and_windows",
         """
+        -- who wrote a row comes from the connection: the role, and the display name and host the
+        -- client set for its session (PgStore.connect), so no INSERT has to name them
+        CREATE OR REPLACE FUNCTION pi_memory_identity() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          NEW.written_by := current_user;
+          NEW.author := coalesce(nullif(NEW.author, ''), nullif(current_setting('pi_memory.author', true), ''),
+                                 current_user);
+          NEW.host := coalesce(nullif(NEW.host, ''), current_setting('pi_memory.host', true), '');
+          RETURN NEW;
+        END $$;
+
         ALTER TABLE session ADD COLUMN source_missing integer NOT NULL DEFAULT 0;
+        -- where `watch` stopped reading a file of this host (see tail.py)
+        ALTER TABLE source_file ADD COLUMN read_offset bigint NOT NULL DEFAULT 0,
+                                ADD COLUMN line_no bigint NOT NULL DEFAULT 0,
+                                ADD COLUMN inode bigint,
+                                ADD COLUMN head_hash text,
+                                ADD COLUMN agent text;
+
+        -- tombstones of what was forgotten (see forget.py): a re-import or push does not bring it back
+        CREATE TABLE forgotten (
+          session_id   text   NOT NULL,
+          hash         text   NOT NULL,
+          forgotten_at bigint NOT NULL,
+          written_by   text   NOT NULL DEFAULT current_user,
+          author       text   NOT NULL DEFAULT current_user,
+          host         text   NOT NULL DEFAULT '',
+          PRIMARY KEY (session_id, hash)
+        );
+        CREATE INDEX forgotten_hash ON forgotten(hash);
         ALTER TABLE counter ADD COLUMN run_docs bigint NOT NULL DEFAULT 0,
                             ADD COLUMN run_chars bigint NOT NULL DEFAULT 0;
 
@@ -286,7 +315,8 @@ MIGRATIONS.append(
         + _owned_table_policies("run")
         + _owned_table_policies("run_msg")
         + _owned_table_policies("run_file")
-        + _owned_table_policies("compact_window"),
+        + _owned_table_policies("compact_window")
+        + _owned_table_policies("forgotten"),
     )
 )
 

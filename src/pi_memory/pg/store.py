@@ -31,7 +31,7 @@ from ..ingest import SessionWrite, pack
 from ..store import NewEntry, NewMessage, SessionRow, compress
 from ..text import QueryToken
 from . import redact
-from .schema import CREATE_VERSION_TABLE, MIGRATIONS, SCHEMA_VERSION
+from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 CONNECT_TIMEOUT_S = 10
+
 MIGRATION_LOCK = "pi_memory_migrate"
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
@@ -131,6 +132,11 @@ class PgStore:
         with store.errors():
             # every query here is small: compiling one (JIT) costs more than it saves
             conn.execute("SET jit = off")
+            # what the identity trigger writes into every row's author and host (pg/schema.py)
+            conn.execute(
+                "SELECT set_config('pi_memory.author', %s, false), set_config('pi_memory.host', %s, false)",
+                (store.author or "", store.host),
+            )
             store.migrate()
         return store
 
@@ -315,6 +321,10 @@ class PgStore:
 
     def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write sessions in packed short transactions. Returns (added, duplicates)."""
+        with self.errors():
+            return self._write_sessions(units)
+
+    def _write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
         added_ids: dict[str, list[int]] = {}
         skipped = 0
         for txn in pack(units):
@@ -527,6 +537,9 @@ class PgStore:
             (self.host, pg_text(path), sid, size, mtime_ns, int(time.time() * 1000), self.author),
         )
 
+    def update_first_user(self, session_id: str) -> None:
+        self._update_first_user([session_id])
+
     def _update_first_user(self, session_ids: list[str]) -> None:
         self.conn.execute(
             """UPDATE session SET first_user = (
@@ -538,8 +551,11 @@ class PgStore:
 
     # --- live capture: the few store calls `capture.LiveCapture` makes (same meaning as store.py) ----
 
+    # their driver errors (a read-only role, a lost connection) become one clear line, as in `rows`
+
     def ensure_session(self, row: SessionRow) -> None:
-        self._ensure_session(row)
+        with self.errors():
+            self._ensure_session(row)
 
     def session_exists(self, session_id: str) -> bool:
         return self.scalar("SELECT 1 FROM session WHERE id=%s", (session_id,)) is not None
@@ -559,22 +575,13 @@ class PgStore:
     def rekey_message(
         self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
     ) -> None:
-        self.conn.execute(
-            "UPDATE msg SET hash=%s, entry_id=%s, parent_id=%s WHERE id=%s", (hash_, entry_id, parent_id, msg_id)
-        )
-        self.conn.execute(
-            "UPDATE entry SET entry_key=%s, entry_id=%s WHERE msg_id=%s", ("msg:" + hash_, entry_id, msg_id)
-        )
+        self.execute("UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id))
+        self.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
         if raw is not None:
-            self.conn.execute("UPDATE entry SET raw=%s WHERE msg_id=%s", (compress(raw), msg_id))
+            self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
 
     def set_session_name(self, session_id: str, name: str | None) -> None:
-        self.conn.execute("UPDATE session SET name=%s WHERE id=%s", (pg_text(name) if name else None, session_id))
-
-    def record_source_file(self, path: str, session_id: str, size: int, mtime_ns: int) -> None:
-        """What `watch` read of a file whole: a restarted watcher takes an unchanged file over unread."""
-        with self.write():
-            self._record_source_file((path, size, mtime_ns), session_id)
+        self.execute("UPDATE session SET name=? WHERE id=?", (pg_text(name) if name else None, session_id))
 
     @contextmanager
     def checkpointing(self) -> Iterator[None]:
@@ -587,42 +594,60 @@ class PgStore:
 
     # --- forgetting -------------------------------------------------------------------
 
-    def forget_session(self, session_id: str) -> int:
-        """Delete a session and everything in it, for everyone. Row-level security decides who may."""
-        with self.write():
-            docs, chars, total = self.rows(
-                """SELECT count(*) FILTER (WHERE indexed), coalesce(sum(nchars) FILTER (WHERE indexed), 0), count(*)
-                   FROM msg WHERE session_id=%s""",
-                (session_id,),
-            )[0]
-            run_docs, run_chars = self.rows(
-                """SELECT count(*) FILTER (WHERE indexed_chars >= 0),
-                          coalesce(sum(indexed_chars) FILTER (WHERE indexed_chars >= 0), 0)
-                   FROM run WHERE session_id=%s""",
-                (session_id,),
-            )[0]
-            deleted = self.conn.execute("DELETE FROM session WHERE id=%s", (session_id,)).rowcount
-            if deleted == 0:
-                writer = self.scalar("SELECT written_by FROM session WHERE id=%s", (session_id,))
-                if writer is None:
-                    from ..errors import NotFound
+    def check_may_forget(self, session_id: str) -> None:
+        """Raise unless this role wrote the session or is a member of `pi_memory_admin`.
 
-                    raise NotFound(f"no session {session_id!r}")
-                raise PermissionDenied(
-                    f"permission denied: session {session_id} was written by {writer!r}; only that role or a "
-                    f"member of pi_memory_admin can forget it"
-                )
-            # runs, their messages and files went with the session (ON DELETE CASCADE); windows name it only
-            self.conn.execute("DELETE FROM compact_window WHERE session_id=%s", (session_id,))
-            self.add_to_counters(
-                {
-                    "indexed_docs": -int(docs),
-                    "indexed_chars": -int(chars),
-                    "run_docs": -int(run_docs),
-                    "run_chars": -int(run_chars),
-                }
+        Row-level security would make the DELETEs of someone else's rows change nothing,
+        silently; asking first turns that into one clear error before anything is touched.
+        """
+        row = self.rows(
+            f"SELECT written_by, {IS_WRITER_OR_ADMIN} FROM session WHERE id=?",
+            (session_id,),
+        )
+        if not row:
+            from ..errors import NotFound
+
+            raise NotFound(f"no session {session_id!r}")
+        writer, allowed = row[0]
+        if not allowed:
+            raise PermissionDenied(
+                f"permission denied: session {session_id} was written by {writer!r}; only that role or a "
+                f"member of {ADMIN_ROLE} can forget it"
             )
-        return int(total)
+
+    def unindex_messages(self, msg_ids: list[int]) -> None:
+        """Nothing to do: a message's tokens are a column of its row, deleted with it."""
+
+    # --- what `watch` remembers of a followed file: per host, like all of `source_file` -------------
+
+    def file_state(self, path: str) -> tuple[Any, ...] | None:
+        rows = self.rows(
+            """SELECT session_id, read_offset, line_no, inode, head_hash, size, mtime_ns FROM source_file
+               WHERE host = ? AND path = ?""",
+            (self.host, path),
+        )
+        return rows[0] if rows else None
+
+    def remember_file(self, path: str, session_id: str | None, state: Sequence[Any], agent: str | None) -> None:
+        size, mtime_ns, offset, line_no, inode, head = state
+        self.execute(
+            """INSERT INTO source_file(host, path, session_id, size, mtime_ns, imported_at, read_offset, line_no,
+                                       inode, head_hash, agent, author)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(host, path) DO UPDATE SET session_id = coalesce(excluded.session_id, source_file.session_id),
+                 size = excluded.size, mtime_ns = excluded.mtime_ns, imported_at = excluded.imported_at,
+                 read_offset = excluded.read_offset, line_no = excluded.line_no, inode = excluded.inode,
+                 head_hash = excluded.head_hash, agent = coalesce(excluded.agent, source_file.agent)""",
+            (self.host, pg_text(path), session_id, size, mtime_ns, int(time.time() * 1000), offset, line_no)
+            + (inode, head, agent, self.author),
+        )
+
+    def forget_file_offsets(self, path: str) -> None:
+        self.execute(
+            """UPDATE source_file SET read_offset = 0, line_no = 0, inode = NULL, head_hash = NULL
+               WHERE host = ? AND path = ?""",
+            (self.host, path),
+        )
 
     # --- reads ------------------------------------------------------------------------
 
