@@ -11,6 +11,7 @@ from typing import Any
 
 from conftest import python_cli
 from pi_memory.bridge import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
+from pi_memory.pg import redact
 
 
 def run(db: Path, *requests: Any, raw: bytes = b"", limit: int = MAX_REQUEST_BYTES) -> list[dict[str, Any]]:
@@ -25,21 +26,21 @@ def run(db: Path, *requests: Any, raw: bytes = b"", limit: int = MAX_REQUEST_BYT
 USER = {"role": "user", "content": "缓存索引 rebuild", "timestamp": 1_796_000_000_000}
 
 
-def test_malformed_json_gets_a_parse_error_and_the_next_request_is_answered(db_path: Path) -> None:
-    out = run(db_path, b"{not json\n", {"id": 1, "method": "hello"})
+def test_malformed_json_gets_a_parse_error_and_the_next_request_is_answered(archive_target: str) -> None:
+    out = run(archive_target, b"{not json\n", {"id": 1, "method": "hello"})
     assert out[0]["id"] is None and out[0]["error"]["code"] == "parse_error"
-    assert out[1]["id"] == 1 and out[1]["result"]["db"] == str(db_path)
+    assert out[1]["id"] == 1 and out[1]["result"]["db"] == redact(archive_target)  # a URL without its password
 
 
-def test_unknown_method_is_an_error_naming_the_known_ones(db_path: Path) -> None:
-    (out,) = run(db_path, {"id": 7, "method": "frobnicate"})
+def test_unknown_method_is_an_error_naming_the_known_ones(archive_target: str) -> None:
+    (out,) = run(archive_target, {"id": 7, "method": "frobnicate"})
     assert out["id"] == 7 and out["error"]["code"] == "unknown_method"
     assert "capture" in out["error"]["message"]
 
 
-def test_bad_params_are_reported_per_request(db_path: Path) -> None:
+def test_bad_params_are_reported_per_request(archive_target: str) -> None:
     out = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "capture", "params": {"session_id": "s"}},
         {"id": 2, "method": "capture", "params": {"session_id": 5, "message": USER}},
         {"id": 3, "method": "search", "params": {"query": "x", "limit": "ten"}},
@@ -50,13 +51,13 @@ def test_bad_params_are_reported_per_request(db_path: Path) -> None:
     assert "message" in out[0]["error"]["message"]
 
 
-def test_a_request_that_is_not_an_object_or_lacks_a_method_is_invalid(db_path: Path) -> None:
-    out = run(db_path, b"[1,2]\n", {"id": 3})
+def test_a_request_that_is_not_an_object_or_lacks_a_method_is_invalid(archive_target: str) -> None:
+    out = run(archive_target, b"[1,2]\n", {"id": 3})
     assert [o["error"]["code"] for o in out] == ["invalid_request", "invalid_request"]
     assert out[1]["id"] == 3
 
 
-def test_an_oversize_request_is_refused_and_skipped_to_its_end(db_path: Path) -> None:
+def test_an_oversize_request_is_refused_and_skipped_to_its_end(archive_target: str) -> None:
     huge = json.dumps(
         {
             "id": 1,
@@ -64,14 +65,14 @@ def test_an_oversize_request_is_refused_and_skipped_to_its_end(db_path: Path) ->
             "params": {"session_id": "s", "message": {"role": "user", "content": "x" * (MAX_REQUEST_BYTES + 10)}},
         }
     )
-    out = run(db_path, huge.encode() + b"\n", {"id": 2, "method": "stats"})
+    out = run(archive_target, huge.encode() + b"\n", {"id": 2, "method": "stats"})
     assert out[0]["error"]["code"] == "too_large"
     assert out[1]["id"] == 2 and out[1]["result"]["stats"]["messages"] == 0
 
 
-def test_capture_is_idempotent_and_search_finds_it_with_the_evidence_header(db_path: Path) -> None:
+def test_capture_is_idempotent_and_search_finds_it_with_the_evidence_header(archive_target: str) -> None:
     out = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "session_start", "params": {"session_id": "s1", "cwd": "/home/dev/shop"}},
         {"id": 2, "method": "capture", "params": {"session_id": "s1", "message": USER}},
         {"id": 3, "method": "capture", "params": {"session_id": "s1", "message": USER}},
@@ -85,30 +86,30 @@ def test_capture_is_idempotent_and_search_finds_it_with_the_evidence_header(db_p
     assert f"[{msg_id}] user: 缓存索引 rebuild" in out[4]["result"]["text"]
 
 
-def test_read_of_an_unknown_session_is_not_found(db_path: Path) -> None:
-    (out,) = run(db_path, {"id": 1, "method": "read", "params": {"session_id": "0123456789abcdef"}})
+def test_read_of_an_unknown_session_is_not_found(archive_target: str) -> None:
+    (out,) = run(archive_target, {"id": 1, "method": "read", "params": {"session_id": "0123456789abcdef"}})
     assert out["error"]["code"] == "not_found"
 
 
-def test_shutdown_answers_then_stops_reading(db_path: Path) -> None:
-    out = run(db_path, {"id": 1, "method": "shutdown"}, {"id": 2, "method": "stats"})
+def test_shutdown_answers_then_stops_reading(archive_target: str) -> None:
+    out = run(archive_target, {"id": 1, "method": "shutdown"}, {"id": 2, "method": "stats"})
     assert out == [{"id": 1, "result": {"bye": True}}]
 
 
-def test_blank_lines_are_ignored_and_eof_ends_cleanly(db_path: Path) -> None:
-    assert run(db_path, b"\n\n", {"id": 1, "method": "stats"})[0]["id"] == 1
+def test_blank_lines_are_ignored_and_eof_ends_cleanly(archive_target: str) -> None:
+    assert run(archive_target, b"\n\n", {"id": 1, "method": "stats"})[0]["id"] == 1
 
 
-def test_methods_is_a_plain_registry_other_features_can_extend(db_path: Path) -> None:
+def test_methods_is_a_plain_registry_other_features_can_extend(archive_target: str) -> None:
     METHODS["echo_for_test"] = lambda _archive, params: params
     try:
-        (out,) = run(db_path, {"id": 1, "method": "echo_for_test", "params": {"a": 1}})
+        (out,) = run(archive_target, {"id": 1, "method": "echo_for_test", "params": {"a": 1}})
     finally:
         del METHODS["echo_for_test"]
     assert out == {"id": 1, "result": {"a": 1}}
 
 
-def test_the_bridge_command_serves_over_real_pipes(db_path: Path) -> None:
+def test_the_bridge_command_serves_over_real_pipes(archive_target: str) -> None:
     requests = [
         {"id": 1, "method": "session_start", "params": {"session_id": "s1", "cwd": "/p"}},
         {"id": 2, "method": "capture", "params": {"session_id": "s1", "message": USER}},
@@ -122,10 +123,10 @@ def test_the_bridge_command_serves_over_real_pipes(db_path: Path) -> None:
     assert out[3]["error"]["code"] == "parse_error"
 
 
-def test_import_reports_batches_until_next_offset_is_null(db_path: Path, tmp_path: Path) -> None:
+def test_import_reports_batches_until_next_offset_is_null(archive_target: str, tmp_path: Path) -> None:
     folder = Path(__file__).parent / "data" / "pi" / "agent-dir"
     out = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "import", "params": {"paths": [str(folder)], "limit": 2}},
         {"id": 2, "method": "import", "params": {"paths": [str(folder)], "limit": 2, "offset": 2}},
     )
@@ -160,7 +161,7 @@ def test_a_damaged_archive_is_replaced_and_the_first_session_start_says_so(db_pa
     db_path.parent.mkdir(parents=True, exist_ok=True)
     db_path.write_bytes(b"this is not a database" * 100)
     out = run(
-        db_path,
+        str(db_path),
         {"id": 1, "method": "session_start", "params": {"session_id": "s1", "cwd": "/p"}},
         {"id": 2, "method": "session_start", "params": {"session_id": "s2", "cwd": "/p"}},
     )
@@ -177,11 +178,11 @@ REPLY = {
 }
 
 
-def test_live_writes_put_run_summaries_off_until_a_read_needs_them(db_path: Path) -> None:
+def test_live_writes_put_run_summaries_off_until_a_read_needs_them(archive_target: str) -> None:
     from pi_memory import Archive
     from pi_memory.ingest import run_deferred_hooks
 
-    with Archive.open(db_path) as archive:
+    with Archive.open(archive_target) as archive:
         archive.store.defer_hooks()
         archive.ensure_session("s2", "/home/dev/shop")
         archive.capture_message("s2", USER)
@@ -192,9 +193,9 @@ def test_live_writes_put_run_summaries_off_until_a_read_needs_them(db_path: Path
         assert not run_deferred_hooks(archive.store)
 
 
-def test_a_read_through_the_bridge_sees_runs_of_messages_captured_just_before(db_path: Path) -> None:
+def test_a_read_through_the_bridge_sees_runs_of_messages_captured_just_before(archive_target: str) -> None:
     out = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "session_start", "params": {"session_id": "s3", "cwd": "/home/dev/shop"}},
         {"id": 2, "method": "capture", "params": {"session_id": "s3", "message": USER}},
         {"id": 3, "method": "capture", "params": {"session_id": "s3", "message": REPLY}},

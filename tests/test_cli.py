@@ -4,10 +4,13 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import BAD_DATA, PI_DATA, python_cli
 from pi_memory.cli import cli
+
+pytestmark = pytest.mark.usefixtures("archive_target")  # every command on both backends
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 

@@ -29,35 +29,35 @@ def plan_request(b: Branch, cwd: Path, kept: str, aborted: bool = False) -> dict
     return {"id": 1, "method": "compact_plan", "params": dict(params, cwd=str(cwd), sessionId="s-1")}
 
 
-def test_compact_plan_returns_our_checkpoint_with_the_trigger_reason(db_path: Path, tmp_path: Path) -> None:
+def test_compact_plan_returns_our_checkpoint_with_the_trigger_reason(archive_target: str, tmp_path: Path) -> None:
     b = small_session()
-    (out,) = run(db_path, plan_request(b, tmp_path, "e005"))
+    (out,) = run(archive_target, plan_request(b, tmp_path, "e005"))
     compaction = out["result"]["compaction"]
     assert compaction["firstKeptEntryId"] == "e005" and compaction["tokensBefore"] == 900
     assert "e001" in compaction["summary"] and compaction["details"]["reason"] == "manual"
 
 
 def test_compact_plan_cancels_an_aborted_request_and_skips_when_the_takeover_is_off(
-    db_path: Path, tmp_path: Path
+    archive_target: str, tmp_path: Path
 ) -> None:
     b = small_session()
-    (aborted,) = run(db_path, plan_request(b, tmp_path, "e005", aborted=True))
+    (aborted,) = run(archive_target, plan_request(b, tmp_path, "e005", aborted=True))
     assert aborted["result"]["cancel"] is True
     (tmp_path / ".pi").mkdir()
     (tmp_path / ".pi" / "pi-memory.json").write_text(json.dumps({"overrideDefaultCompaction": False}))
-    (off,) = run(db_path, plan_request(b, tmp_path, "e005"))
+    (off,) = run(archive_target, plan_request(b, tmp_path, "e005"))
     assert off["result"]["skip"] is True
 
 
-def test_compact_committed_records_one_window_and_status_reports_it(db_path: Path, tmp_path: Path) -> None:
+def test_compact_committed_records_one_window_and_status_reports_it(archive_target: str, tmp_path: Path) -> None:
     b = small_session()
-    (planned,) = run(db_path, plan_request(b, tmp_path, "e005"))
+    (planned,) = run(archive_target, plan_request(b, tmp_path, "e005"))
     c = planned["result"]["compaction"]
     b.compaction(c["firstKeptEntryId"], c["summary"], c["details"])
     entry = b.entries[-1]
     commit = {"session_id": "s-1", "entry": entry, "branchEntries": b.entries, "cwd": str(tmp_path), "reason": "manual"}
     _started, first, again, status = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "session_start", "params": {"session_id": "s-1", "cwd": str(tmp_path)}},
         {"id": 2, "method": "compact_committed", "params": commit},
         {"id": 3, "method": "compact_committed", "params": commit},
@@ -68,12 +68,12 @@ def test_compact_committed_records_one_window_and_status_reports_it(db_path: Pat
     assert "reason manual" in status["result"]["text"] and status["result"]["status"]["windows"] == 1
 
 
-def test_read_entries_returns_the_cited_entries_as_evidence(db_path: Path, tmp_path: Path) -> None:
+def test_read_entries_returns_the_cited_entries_as_evidence(archive_target: str, tmp_path: Path) -> None:
     session = tmp_path / "s.jsonl"
     header = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-12-02T10:00:00.000Z", "cwd": "/p"}
     session.write_text("\n".join(json.dumps(e) for e in [header, *small_session().entries]) + "\n")
     imported, found, bad = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "import", "params": {"paths": [str(session)]}},
         {"id": 2, "method": "read_entries", "params": {"session_id": "s-1", "entry_ids": ["e003", "e999"]}},
         {"id": 3, "method": "read_entries", "params": {"session_id": "s-1", "entry_ids": "e003"}},
@@ -84,7 +84,7 @@ def test_read_entries_returns_the_cited_entries_as_evidence(db_path: Path, tmp_p
     assert bad["error"]["code"] == "bad_params"
 
 
-def test_recall_reads_a_compacted_entry_of_the_current_branch_by_id(db_path: Path, tmp_path: Path) -> None:
+def test_recall_reads_a_compacted_entry_of_the_current_branch_by_id(archive_target: str, tmp_path: Path) -> None:
     session = tmp_path / "s.jsonl"
     header = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-12-02T10:00:00.000Z", "cwd": "/p"}
     branch = small_session().entries
@@ -92,7 +92,7 @@ def test_recall_reads_a_compacted_entry_of_the_current_branch_by_id(db_path: Pat
     ids = [e["id"] for e in branch]
     ask = {"session_id": "s-1", "branch_ids": ids, "args": {"entry_ids": ["e003"], "session_id": "other"}}
     _imported, found, elsewhere, bad = run(
-        db_path,
+        archive_target,
         {"id": 1, "method": "import", "params": {"paths": [str(session)]}},
         {"id": 2, "method": "recall", "params": ask},
         {"id": 3, "method": "recall", "params": dict(ask, branch_ids=["e001"])},

@@ -27,10 +27,10 @@ def project(tmp_path: Path, name: str, settings: dict[str, Any] | None = None) -
 
 
 def test_memory_start_gives_the_tool_specs_and_command_descriptions_from_the_library(
-    db_path: Path, tmp_path: Path
+    archive_target: str, tmp_path: Path
 ) -> None:
     shop = project(tmp_path, "shop")
-    (out,) = run(db_path, {"method": "memory_start", "params": {"cwd": shop, "session_id": "s1"}})
+    (out,) = run(archive_target, {"method": "memory_start", "params": {"cwd": shop, "session_id": "s1"}})
     started = out["result"]
     assert started["enabled"] is True and started["budget"] == 4000 and started["notes"] == []
     assert started["tools"] == MEMORY_TOOL_SPECS
@@ -38,12 +38,12 @@ def test_memory_start_gives_the_tool_specs_and_command_descriptions_from_the_lib
 
 
 def test_memory_enabled_false_in_the_project_settings_turns_tools_commands_and_injection_off(
-    db_path: Path, tmp_path: Path
+    archive_target: str, tmp_path: Path
 ) -> None:
     quiet = project(tmp_path, "quiet", {"memory": {"enabled": False}})
     host = {"cwd": quiet, "session_id": "s1"}
     start, remembered, injected = run(
-        db_path,
+        archive_target,
         {"method": "memory_start", "params": host},
         {"method": "memory_command", "params": {**host, "name": "remember", "args": "pin use pnpm"}},
         {"method": "memory_injection", "params": host},
@@ -53,12 +53,12 @@ def test_memory_enabled_false_in_the_project_settings_turns_tools_commands_and_i
     assert injected["result"]["text"] == ""
 
 
-def test_injection_without_a_budget_uses_the_settings_hint_max_chars(db_path: Path, tmp_path: Path) -> None:
+def test_injection_without_a_budget_uses_the_settings_hint_max_chars(archive_target: str, tmp_path: Path) -> None:
     small = project(tmp_path, "small", {"memory": {"hintMaxChars": 450}})
     host = {"cwd": small, "session_id": "s1"}
     long_rule = "keep every migration reversible " * 20  # about 640 chars: over the small budget
     out = run(
-        db_path,
+        archive_target,
         {"method": "memory_command", "params": {**host, "name": "remember", "args": "use pnpm"}},
         {"method": "memory_command", "params": {**host, "name": "remember", "args": long_rule}},
         {"method": "memory_injection", "params": host},
@@ -70,11 +70,11 @@ def test_injection_without_a_budget_uses_the_settings_hint_max_chars(db_path: Pa
     assert "reversible" in explicit
 
 
-def test_the_injected_block_is_byte_identical_until_a_memory_changes(db_path: Path, tmp_path: Path) -> None:
+def test_the_injected_block_is_byte_identical_until_a_memory_changes(archive_target: str, tmp_path: Path) -> None:
     shop = project(tmp_path, "shop")
     host = {"cwd": shop, "session_id": "s1"}
     out = run(
-        db_path,
+        archive_target,
         {"method": "memory_command", "params": {**host, "name": "remember", "args": "pin 用 pnpm"}},
         {"method": "memory_injection", "params": host},
         {"method": "memory_propose", "params": {**host, "body": "the user likes tabs"}},
@@ -87,10 +87,10 @@ def test_the_injected_block_is_byte_identical_until_a_memory_changes(db_path: Pa
     assert after_remember != first and after_remember.startswith(first.removesuffix("</long-term-memory>"))
 
 
-def test_a_tool_call_lands_in_the_workspace_the_host_names(db_path: Path, tmp_path: Path) -> None:
+def test_a_tool_call_lands_in_the_workspace_the_host_names(archive_target: str, tmp_path: Path) -> None:
     shop, blog = project(tmp_path, "shop"), project(tmp_path, "blog")
     proposed, in_shop, in_blog = run(
-        db_path,
+        archive_target,
         {"method": "memory_propose", "params": {"body": "prefer tabs", "cwd": shop, "session_id": "s1"}},
         {"method": "memory_search", "params": {"query": "tabs", "status": "provisional", "cwd": shop}},
         {"method": "memory_search", "params": {"query": "tabs", "status": "provisional", "cwd": blog}},

@@ -99,13 +99,14 @@ def test_export_import_round_trip_into_another_workspace(ws: Path, tmp_path: Pat
     assert mine == theirs
 
 
+@pytest.mark.sqlite_only("tampers with the file directly; test_pg_memory tampers with PostgreSQL rows")
 def test_verify_fails_after_tampering_and_repair_continues_from_the_trusted_events(
-    ws: Path, db_path: Path, tmp_path: Path
+    ws: Path, archive_target: str, tmp_path: Path
 ) -> None:
     for text in ("one", "two", "three"):
         ok_json("remember", "--cwd", str(ws), text)
     assert ok_json("memory", "verify", "--cwd", str(ws))[0]["ok"]
-    conn = apsw.Connection(str(db_path))
+    conn = apsw.Connection(archive_target)
     conn.execute("DROP TRIGGER memory_event_no_update")
     event = json.loads(next(conn.execute("SELECT event FROM memory_event WHERE seq=2"))[0])
     conn.execute("UPDATE memory_event SET event=? WHERE seq=2", (canonical({**event, "body": "TWO"}),))

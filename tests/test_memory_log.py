@@ -16,8 +16,8 @@ from pi_memory.store import Store
 
 
 @pytest.fixture
-def store(db_path: Path) -> Store:
-    s = Store.open(db_path)
+def store(archive_target: str) -> Store:
+    s = Store.open(archive_target)
     yield s
     s.close()
 
@@ -38,9 +38,9 @@ def _fill(mem: Memories, ws: Path, n: int = 4) -> list[str]:
     return [mem.remember(ws, f"memory number {i}", kind="fact").record.id for i in range(n)]
 
 
-def _tamper(db_path: Path, seq: int, new_body: str) -> None:
+def _tamper(archive_target: str, seq: int, new_body: str) -> None:
     """Edit one stored event behind the library's back: drop the guard triggers first."""
-    conn = apsw.Connection(str(db_path))
+    conn = apsw.Connection(archive_target)
     conn.execute("DROP TRIGGER memory_event_no_update")
     (event_text,) = next(conn.execute("SELECT event FROM memory_event WHERE seq=?", (seq,)))
     event = json.loads(event_text)
@@ -78,25 +78,27 @@ def test_triggers_refuse_update_and_delete_of_memory_events(mem: Memories, ws: P
     assert store.scalar("SELECT count(*) FROM memory_event") == 1
 
 
-def test_a_tampered_row_fails_verification_at_its_seq(mem: Memories, ws: Path, store: Store, db_path: Path) -> None:
+def test_a_tampered_row_fails_verification_at_its_seq(
+    mem: Memories, ws: Path, store: Store, archive_target: str
+) -> None:
     _fill(mem, ws, 4)
-    _tamper(db_path, 3, "use npm after all")
+    _tamper(archive_target, 3, "use npm after all")
     report = mem.log.report(workspace_key(ws))
     assert not report.ok
     assert report.broken_at == 3 and report.trusted == 2 and report.rows == 4
     assert "hash does not match" in (report.reason or "")
 
 
-def test_reads_of_a_broken_chain_return_only_the_trusted_prefix(mem: Memories, ws: Path, db_path: Path) -> None:
+def test_reads_of_a_broken_chain_return_only_the_trusted_prefix(mem: Memories, ws: Path, archive_target: str) -> None:
     _fill(mem, ws, 4)
-    _tamper(db_path, 3, "use npm after all")
+    _tamper(archive_target, 3, "use npm after all")
     bodies = [f.record.body for f in mem.list(ws).found]
     assert bodies == ["memory number 0", "memory number 1"]
 
 
-def test_appends_to_a_broken_chain_are_refused_with_a_repair_hint(mem: Memories, ws: Path, db_path: Path) -> None:
+def test_appends_to_a_broken_chain_are_refused_with_a_repair_hint(mem: Memories, ws: Path, archive_target: str) -> None:
     _fill(mem, ws, 4)
-    _tamper(db_path, 2, "changed")
+    _tamper(archive_target, 2, "changed")
     with pytest.raises(MemoryChainBroken) as err:
         mem.remember(ws, "one more")
     message = str(err.value)
@@ -104,9 +106,9 @@ def test_appends_to_a_broken_chain_are_refused_with_a_repair_hint(mem: Memories,
     assert mem.log.report(workspace_key(ws)).rows == 4
 
 
-def test_a_deleted_row_breaks_the_chain_at_the_gap(mem: Memories, ws: Path, db_path: Path) -> None:
+def test_a_deleted_row_breaks_the_chain_at_the_gap(mem: Memories, ws: Path, archive_target: str) -> None:
     _fill(mem, ws, 3)
-    conn = apsw.Connection(str(db_path))
+    conn = apsw.Connection(archive_target)
     conn.execute("DROP TRIGGER memory_event_no_delete")
     conn.execute("DELETE FROM memory_event WHERE seq=2")
     conn.close()
@@ -116,10 +118,10 @@ def test_a_deleted_row_breaks_the_chain_at_the_gap(mem: Memories, ws: Path, db_p
 
 
 def test_repair_starts_a_new_chain_from_the_trusted_prefix_and_keeps_the_broken_rows(
-    mem: Memories, ws: Path, db_path: Path, store: Store
+    mem: Memories, ws: Path, archive_target: str, store: Store
 ) -> None:
     _fill(mem, ws, 4)
-    _tamper(db_path, 3, "x")
+    _tamper(archive_target, 3, "x")
     key = workspace_key(ws)
     result = mem.log.repair(key)
     assert (result.kept, result.left_behind, result.broken_at) == (2, 2, 3)
@@ -199,8 +201,8 @@ def test_verify_reports_a_non_canonical_event_text() -> None:
     assert report.broken_at == 1 and "canonical" in (report.reason or "")
 
 
-def test_two_stores_appending_in_turn_never_reuse_a_seq(db_path: Path, ws: Path) -> None:
-    a, b = Store.open(db_path), Store.open(db_path)
+def test_two_stores_appending_in_turn_never_reuse_a_seq(archive_target: str, ws: Path) -> None:
+    a, b = Store.open(archive_target), Store.open(archive_target)
     try:
         for i in range(5):
             Memories(a).remember(ws, f"from a {i}")
@@ -223,16 +225,16 @@ store.close()
 """
 
 
-def test_concurrent_writer_processes_lose_no_event_and_keep_one_chain(db_path: Path, ws: Path) -> None:
+def test_concurrent_writer_processes_lose_no_event_and_keep_one_chain(archive_target: str, ws: Path) -> None:
     import subprocess
     import sys
 
-    Store.open(db_path).close()  # migrate once, before the race
+    Store.open(archive_target).close()  # migrate once, before the race
     procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(db_path), str(ws), f"writer{n}", "15"]) for n in range(3)
+        subprocess.Popen([sys.executable, "-c", WRITER, archive_target, str(ws), f"writer{n}", "15"]) for n in range(3)
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
-    store = Store.open(db_path)
+    store = Store.open(archive_target)
     try:
         mem = Memories(store)
         report = mem.log.report(workspace_key(ws))

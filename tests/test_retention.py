@@ -65,7 +65,7 @@ def test_doctor_sees_an_old_session_until_it_is_imported(archive: Archive, isola
     assert "cleanupPeriodDays is at its default" in advice.warnings[0]
 
 
-def test_doctor_command_prints_warnings_and_json(db_path: Path, isolated_home: Path) -> None:
+def test_doctor_command_prints_warnings_and_json(archive_target: str, isolated_home: Path) -> None:
     _old_claude_session(isolated_home, 25)
     (isolated_home / ".claude" / "settings.json").write_text(json.dumps({"cleanupPeriodDays": 30}))
     result = CliRunner().invoke(cli, ["doctor"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -21,7 +20,7 @@ def run(*args: str) -> str:
     return result.output
 
 
-def imported(db_path: Path) -> None:
+def imported(archive_target: str) -> None:
     run("import", str(PI_DATA))
 
 
@@ -30,8 +29,8 @@ def newest_run(session_prefix: str) -> dict[str, object]:
     return dict(runs[-1])  # the session's first run
 
 
-def test_runs_lists_recent_runs_with_summaries(db_path: Path) -> None:
-    imported(db_path)
+def test_runs_lists_recent_runs_with_summaries(archive_target: str) -> None:
+    imported(archive_target)
     out = run("runs", "--project", "vue-shop", "--limit", "3")
     lines = out.splitlines()
     assert len(lines) == 3
@@ -42,15 +41,15 @@ def test_runs_lists_recent_runs_with_summaries(db_path: Path) -> None:
     assert run("runs", "--since", "2027-01-01") == "No runs.\n"
 
 
-def test_runs_rebuild_reports_the_number_of_runs(db_path: Path) -> None:
-    imported(db_path)
+def test_runs_rebuild_reports_the_number_of_runs(archive_target: str) -> None:
+    imported(archive_target)
     result = CliRunner().invoke(cli, ["runs", "--rebuild", "--limit", "1"])
     assert result.exit_code == 0
     assert "rebuilt 32 runs" in result.output
 
 
-def test_show_prints_a_run_readably(db_path: Path) -> None:
-    imported(db_path)
+def test_show_prints_a_run_readably(archive_target: str) -> None:
+    imported(archive_target)
     first = newest_run("01a2364c-1ceb")
     out = run("show", str(first["run"]))
     assert "goal: 购物车角标的数量不更新" in out
@@ -58,8 +57,8 @@ def test_show_prints_a_run_readably(db_path: Path) -> None:
     assert f"[{first['run']}/m1]" in out
 
 
-def test_read_accepts_run_and_message_addresses(db_path: Path) -> None:
-    imported(db_path)
+def test_read_accepts_run_and_message_addresses(archive_target: str) -> None:
+    imported(archive_target)
     first = newest_run("01a2364c-a7f6")
     address = str(first["run"])
     assert f"[{address}/m5] tool_result" in run("read", address)
@@ -72,13 +71,13 @@ def test_read_accepts_run_and_message_addresses(db_path: Path) -> None:
     assert '"role":"user"' in raw
 
 
-def test_read_session_still_works(db_path: Path) -> None:
-    imported(db_path)
+def test_read_session_still_works(archive_target: str) -> None:
+    imported(archive_target)
     assert "session 01a2364c" in run("read", "01a2364c-a7f6-75cb")
 
 
-def test_search_scope_summary_prints_one_line_per_run(db_path: Path) -> None:
-    imported(db_path)
+def test_search_scope_summary_prints_one_line_per_run(archive_target: str) -> None:
+    imported(archive_target)
     out = run("search", "nginx", "--scope", "summary")
     assert out.splitlines()[0].startswith("r")
     data = json.loads(run("search", "nginx", "--scope", "summary", "--json"))
@@ -87,8 +86,8 @@ def test_search_scope_summary_prints_one_line_per_run(db_path: Path) -> None:
     assert errors and {h["role"] for h in errors} == {"tool_error"}
 
 
-def test_forget_yes_then_reimport_does_not_revive(db_path: Path) -> None:
-    imported(db_path)
+def test_forget_yes_then_reimport_does_not_revive(archive_target: str) -> None:
+    imported(archive_target)
     out = run("forget", "01a2364c-a7f6-75cb", "--yes")
     assert "forgot session 01a2364c-a7f6-75cb-ba8a-42838165f27d" in out
     report = json.loads(run("import", str(LONG_FILE), "--force", "--json"))
@@ -99,10 +98,10 @@ def test_forget_yes_then_reimport_does_not_revive(db_path: Path) -> None:
     assert back["added"] == 10
 
 
-def test_forget_asks_first_on_a_terminal(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_forget_asks_first_on_a_terminal(archive_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import pi_memory.cli as cli_module
 
-    imported(db_path)
+    imported(archive_target)
     monkeypatch.setattr(cli_module, "_interactive", lambda: True)
     result = CliRunner().invoke(cli, ["forget", "01a2364c-a7f6-75cb"], input="n\n")
     assert result.exit_code == 1 and "Forget session 01a2364c-a7f6" in result.output
@@ -112,16 +111,16 @@ def test_forget_asks_first_on_a_terminal(db_path: Path, monkeypatch: pytest.Monk
     assert CliRunner().invoke(cli, ["read", "01a2364c-a7f6-75cb"]).exit_code == 1
 
 
-def test_bad_address_and_unknown_run_are_one_line_errors(db_path: Path) -> None:
-    imported(db_path)
+def test_bad_address_and_unknown_run_are_one_line_errors(archive_target: str) -> None:
+    imported(archive_target)
     result = CliRunner().invoke(cli, ["show", "r99999"])
     assert result.exit_code == 1 and "no run r99999" in result.output
     result = CliRunner().invoke(cli, ["forget", "r99999", "--yes"])
     assert result.exit_code == 1 and "Traceback" not in result.output
 
 
-def test_python_m_read_of_an_address_works_end_to_end(db_path: Path) -> None:
-    imported(db_path)
+def test_python_m_read_of_an_address_works_end_to_end(archive_target: str) -> None:
+    imported(archive_target)
     proc = subprocess.run(python_cli() + ["read", "r1/m1"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# r1/m1 · user")

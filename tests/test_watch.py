@@ -66,10 +66,10 @@ def claude_file(isolated_home: Path) -> Path:
 
 
 @pytest.fixture
-def watcher(db_path: Path, claude_file: Path) -> Iterator[subprocess.Popen[str]]:
+def watcher(archive_target: str, claude_file: Path) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen([*python_cli(), "watch"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
-        started = _until(lambda: db_path.exists() and _count(db_path, "first alpha") == 1, START_S)
+        started = _until(lambda: _count(archive_target, "first alpha") == 1, START_S)
         if not started:
             proc.kill()
             pytest.fail(f"watch did not start: {proc.stderr.read() if proc.stderr else ''}")
@@ -83,32 +83,32 @@ def watcher(db_path: Path, claude_file: Path) -> Iterator[subprocess.Popen[str]]
 
 
 def test_appended_lines_are_searchable_within_two_seconds(
-    watcher: subprocess.Popen[str], db_path: Path, claude_file: Path
+    watcher: subprocess.Popen[str], archive_target: str, claude_file: Path
 ) -> None:
     _append(claude_file, _claude("u02", "user", "watchword bravo", 2))
-    with Archive.open(db_path) as archive:
+    with Archive.open(archive_target) as archive:
         assert _until(lambda: bool(archive.search("watchword bravo")), APPEAR_S)
 
 
 def test_a_partial_last_line_is_taken_once_completed(
-    watcher: subprocess.Popen[str], db_path: Path, claude_file: Path
+    watcher: subprocess.Popen[str], archive_target: str, claude_file: Path
 ) -> None:
     line = _claude("u03", "user", "completed charlie", 3)
     _append(claude_file, line[:30])
     # a line in another file, written after the half line: once it is archived, the watcher has seen both
     other = claude_file.with_name("sess-watch-0002.jsonl")
     other.write_bytes(_claude("o01", "user", "other file kilo", 1).replace(b"sess-watch-0001", b"sess-watch-0002"))
-    assert _until(lambda: _count(db_path, "other file kilo") == 1, APPEAR_S)
-    assert _count(db_path, "completed charlie") == 0  # the half line waits for its newline
+    assert _until(lambda: _count(archive_target, "other file kilo") == 1, APPEAR_S)
+    assert _count(archive_target, "completed charlie") == 0  # the half line waits for its newline
     _append(claude_file, line[30:])
-    assert _until(lambda: _count(db_path, "completed charlie") == 1, APPEAR_S)
+    assert _until(lambda: _count(archive_target, "completed charlie") == 1, APPEAR_S)
     _append(claude_file, _claude("u05", "user", "after delta", 5))
-    assert _until(lambda: _count(db_path, "after delta") == 1, APPEAR_S)
-    assert _count(db_path, "completed charlie") == 1
+    assert _until(lambda: _count(archive_target, "after delta") == 1, APPEAR_S)
+    assert _count(archive_target, "completed charlie") == 1
 
 
 def test_streamed_blocks_of_one_message_become_one_message(
-    watcher: subprocess.Popen[str], db_path: Path, claude_file: Path
+    watcher: subprocess.Popen[str], archive_target: str, claude_file: Path
 ) -> None:
     _append(claude_file, _claude("a06", "assistant", [{"type": "text", "text": "streamed echo"}], 6, "msg-6"))
     _append(
@@ -121,20 +121,20 @@ def test_streamed_blocks_of_one_message_become_one_message(
             "msg-6",
         ),
     )
-    assert _until(lambda: _count(db_path, "streamed echo") == 1, APPEAR_S)
-    assert _count(db_path, '→ Bash({"command":"ls"})') == 1
-    assert _count(db_path, "streamed echo%→ Bash") == 1  # one message holds both blocks
+    assert _until(lambda: _count(archive_target, "streamed echo") == 1, APPEAR_S)
+    assert _count(archive_target, '→ Bash({"command":"ls"})') == 1
+    assert _count(archive_target, "streamed echo%→ Bash") == 1  # one message holds both blocks
 
 
-def test_a_migration_rewrite_adds_only_the_new_message(db_path: Path, isolated_home: Path) -> None:
+def test_a_migration_rewrite_adds_only_the_new_message(archive_target: str, isolated_home: Path) -> None:
     folder = isolated_home / ".pi" / "agent" / "sessions" / "--home-dev-legacy-app--"
     folder.mkdir(parents=True)
     path = folder / "legacy.jsonl"
     path.write_bytes(V1.read_bytes())
     proc = subprocess.Popen([*python_cli(), "watch", "--agent", "pi"], stderr=subprocess.DEVNULL)
     try:
-        assert _until(lambda: db_path.exists() and _count(db_path, "旧格式会话") == 1, START_S)
-        with Archive.open(db_path) as archive:
+        assert _until(lambda: _count(archive_target, "旧格式会话") == 1, START_S)
+        with Archive.open(archive_target) as archive:
             before = archive.stats().messages
         migrated = _migrate_v1_to_v3(V1.read_bytes())
         new_entry = {
@@ -147,8 +147,8 @@ def test_a_migration_rewrite_adds_only_the_new_message(db_path: Path, isolated_h
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(migrated + json.dumps(new_entry).encode() + b"\n")
         os.replace(tmp, path)  # an atomic rewrite, as careful writers do
-        assert _until(lambda: _count(db_path, "after migration foxtrot") == 1, APPEAR_S)
-        with Archive.open(db_path) as archive:
+        assert _until(lambda: _count(archive_target, "after migration foxtrot") == 1, APPEAR_S)
+        with Archive.open(archive_target) as archive:
             assert archive.stats().messages == before + 1
     finally:
         proc.send_signal(signal.SIGINT)
@@ -156,19 +156,19 @@ def test_a_migration_rewrite_adds_only_the_new_message(db_path: Path, isolated_h
 
 
 def test_a_deleted_file_stays_in_the_archive_and_is_marked(
-    watcher: subprocess.Popen[str], db_path: Path, claude_file: Path
+    watcher: subprocess.Popen[str], archive_target: str, claude_file: Path
 ) -> None:
     claude_file.unlink()
 
     def flagged() -> bool:
-        with Archive.open(db_path) as archive:
+        with Archive.open(archive_target) as archive:
             return archive.store.scalar("SELECT source_missing FROM session WHERE id = 'sess-watch-0001'") == 1
 
     assert _until(flagged, APPEAR_S)
-    assert _count(db_path, "first alpha") == 1
+    assert _count(archive_target, "first alpha") == 1
 
 
-def test_an_agent_folder_created_after_the_start_is_followed(db_path: Path, isolated_home: Path) -> None:
+def test_an_agent_folder_created_after_the_start_is_followed(archive_target: str, isolated_home: Path) -> None:
     """No folder exists at the start (a user service before any agent ran): watch waits for them."""
     proc = subprocess.Popen([*python_cli(), "watch"], stderr=subprocess.PIPE, text=True)
     try:
@@ -178,7 +178,7 @@ def test_an_agent_folder_created_after_the_start_is_followed(db_path: Path, isol
         day.mkdir(parents=True)
         rollout = next(CODEX_DAY.glob("*.jsonl"))
         (day / rollout.name).write_bytes(rollout.read_bytes())
-        assert _until(lambda: db_path.exists() and _count(db_path, "synthetic files are alpha") == 1, APPEAR_S)
+        assert _until(lambda: _count(archive_target, "synthetic files are alpha") == 1, APPEAR_S)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
