@@ -92,7 +92,7 @@ class World:
         self.pi = pi
         self.home = home
         self.agent_dir = Path(os.environ["PI_CODING_AGENT_DIR"])
-        self.db = Path(os.environ["PI_MEMORY_DB"])
+        self.db = os.environ["PI_MEMORY_DB"]  # a file, or a team archive's URL (`any_world`)
         self.log = open(tmp_path / "pi-stderr.log", "w", encoding="utf-8")  # noqa: SIM115
         self.started: list[subprocess.Popen[bytes]] = []
         self.agent_dir.mkdir(parents=True, exist_ok=True)
@@ -171,6 +171,15 @@ def world(pi: PiInstall, isolated_home: Path, tmp_path: Path) -> Iterator[World]
     w.stop_all()
 
 
+@pytest.fixture
+def any_world(pi: PiInstall, isolated_home: Path, tmp_path: Path, archive_target: str) -> Iterator[World]:
+    """A world whose archive is the SQLite file or a team archive on PostgreSQL (`archive_target`)."""
+    w = World(pi, isolated_home, tmp_path)
+    assert w.db == archive_target
+    yield w
+    w.stop_all()
+
+
 def file_messages(path: Path) -> tuple[str, list[tuple[str, str, str | None]]]:
     """(session id, [(role, text, entry id)]) of every message-like entry of a session file, in file order."""
     parsed = read_session_file(path)
@@ -179,7 +188,7 @@ def file_messages(path: Path) -> tuple[str, list[tuple[str, str, str | None]]]:
     return parsed.header.session_id, msgs
 
 
-def archived(db: Path, session_id: str) -> list[tuple[str, str, str | None]]:
+def archived(db: str, session_id: str) -> list[tuple[str, str, str | None]]:
     with Archive.open(db) as archive:
         window = archive.read(session_id, before=50, after=0)
     assert not window.before_more
@@ -195,7 +204,8 @@ def tool_result_text(path: Path, tool: str) -> str:
     raise AssertionError(f"no {tool} tool result in {path.name}")
 
 
-def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model(world: World) -> None:
+def test_a_live_pi_session_is_archived_once_in_order_and_searchable_by_the_model(any_world: World) -> None:
+    world = any_world
     shop = world.project("shop")
     first = world.rpc(shop)
     first.prompt("turn one: why does the SSE stream stall behind nginx?")
