@@ -18,6 +18,7 @@ from pi_memory.cli import cli
 from pi_memory.errors import ArchiveError, NotFound
 from pi_memory.pg import redact, roles_sql
 from pi_memory.pg.store import PermissionDenied
+from pi_memory.text import query_tokens
 from test_search import write_session
 
 
@@ -56,7 +57,12 @@ def test_rows_record_the_writing_role_author_and_host(pg_url: str, monkeypatch: 
     with connect(pg_url) as conn:
         rows = conn.execute("SELECT DISTINCT written_by, author, host FROM msg").fetchall()
         sessions = conn.execute("SELECT DISTINCT written_by, author, host FROM session").fetchall()
+        derived = [
+            conn.execute(f"SELECT DISTINCT written_by, author, host FROM {table}").fetchall()
+            for table in ("entry", "run", "run_msg", "run_file")
+        ]
     assert rows == sessions == [("pi_owner", "alice@laptop", socket.gethostname())]
+    assert derived == [rows] * 4  # filled in by the identity trigger from the connection
 
 
 def test_a_client_cannot_claim_another_role(pg_url: str):
@@ -214,3 +220,24 @@ def test_stats_from_the_cli_show_the_url_without_its_password(pg_url: str):
 def test_who_wrote_it_filters_on_a_local_archive_are_a_clear_error(db_path: Path):
     result = CliRunner().invoke(cli, ["--db", str(db_path), "search", "x", "--mine"])
     assert result.exit_code == 1 and "filter a team archive" in result.output
+
+
+def test_summary_search_reads_old_runs_of_rare_tokens_and_only_a_recent_window_of_common_ones(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import pi_memory.pg.store as pg_store
+
+    for k in range(20):
+        rare = " oldrareword" if k == 0 else ""
+        one_session(tmp_path / "s", f"run{k:05d}-0001", [f"部署 step {k}{rare}", f"done {k}"])
+    monkeypatch.setattr(pg_store, "RUN_DF_EXACT_CAP", 4)  # 部署 (20 runs) is common, oldrareword rare
+    monkeypatch.setattr(pg_store, "RUN_RARE_POSTINGS_BUDGET", 3)
+    monkeypatch.setattr(pg_store, "RUN_WINDOW", 5)
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([tmp_path / "s"])
+        (old,) = archive.search("oldrareword", scope="summary")
+        assert old.run.session_id == "run00000-0001"  # the oldest run, far outside the window
+        common = archive.search("部署", scope="summary", limit=50)
+        assert len(common) == 5 and {h.run.session_id for h in common} == {f"run{k:05d}-0001" for k in range(15, 20)}
+        df = archive.store.run_summary_df(query_tokens("部署")[0], 20_000)
+        assert df == 20  # estimated from the window's density, not counted past the cap

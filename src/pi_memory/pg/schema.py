@@ -209,8 +209,10 @@ MIGRATIONS.append(
         CREATE OR REPLACE FUNCTION pi_memory_identity() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
           NEW.written_by := current_user;
-          NEW.author := coalesce(nullif(NEW.author, ''), nullif(current_setting('pi_memory.author', true), ''),
-                                 current_user);
+          -- the column default is current_user: a row that names no author gets the session's
+          IF coalesce(NEW.author, '') IN ('', current_user) THEN
+            NEW.author := coalesce(nullif(current_setting('pi_memory.author', true), ''), current_user);
+          END IF;
           NEW.host := coalesce(nullif(NEW.host, ''), current_setting('pi_memory.host', true), '');
           RETURN NEW;
         END $$;
