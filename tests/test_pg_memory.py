@@ -62,7 +62,6 @@ def test_two_writers_cannot_both_write_seq_n_of_a_chain(pg_archive: Archive, pg_
 
 
 def test_remember_and_list_on_the_team_archive(pg_archive: Archive, tmp_path: Path):
-    pytest.importorskip("pi_memory.memory.log", reason="the memory log (branch `memory`) is not merged yet")
     memories = pg_archive.memories  # type: ignore[attr-defined]
     memories.remember(str(tmp_path), "用 pnpm，不用 npm")
     memories.remember(str(tmp_path), "tests run with pytest -q")
@@ -83,7 +82,6 @@ with Archive.open(url) as archive:
 
 
 def test_concurrent_writers_keep_every_workspace_chain_intact(pg_archive: Archive, pg_url: str, tmp_path: Path):
-    pytest.importorskip("pi_memory.memory.log", reason="the memory log (branch `memory`) is not merged yet")
     spaces = [tmp_path / "ws-a", tmp_path / "ws-b"]
     for space in spaces:
         space.mkdir()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pi_memory import Archive
@@ -10,6 +12,7 @@ from pi_memory.format import EVIDENCE_HEADER
 from pi_memory.runsearch import RunHit
 from pi_memory.runview import format_summary_hits
 from pi_memory.search import Hit
+from test_search import write_session
 
 VUE = "01a2364c-1ceb-71c5-bb77-67f902437018"
 SSE = "01a2364c-47af-74be-8d7c-46780d07ec0e"
@@ -104,3 +107,24 @@ def test_bad_scope_and_kind_are_clear_errors(imported: Archive) -> None:
 def test_a_query_of_operators_is_just_text_in_the_summary_track(imported: Archive) -> None:
     for query in ('"', "AND OR NOT", "chars:x", "*", "^", "\x00", ""):
         run_hits(imported, query)  # no exception
+
+
+def test_an_old_run_is_found_by_its_rare_word_and_common_words_look_at_the_newest_runs(
+    archive: Archive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pi_memory.runsearch as runsearch
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for k in range(20):
+        rare = " oldrareword" if k == 0 else ""
+        write_session(folder / f"{k:02d}.jsonl", f"run{k:05d}-0001", "/w/p", [f"部署 step {k}{rare}", f"done {k}"])
+    monkeypatch.setattr(runsearch, "RARE_RUN_POSTINGS", 3)  # 部署 (20 runs) is common, oldrareword rare
+    monkeypatch.setattr(runsearch, "RECENT_RUN_CANDIDATES", 5)
+    archive.import_paths([folder])
+    (old,) = archive.search("oldrareword", scope="summary")
+    assert old.run.session_id == "run00000-0001"  # the oldest run
+    both = archive.search("部署 oldrareword", scope="summary", limit=50)
+    assert both[0].run.session_id == "run00000-0001"  # the rare word decides, though the run is old
+    common = archive.search("部署", scope="summary", limit=50)
+    assert {h.run.session_id for h in common} == {f"run{k:05d}-0001" for k in range(15, 20)}

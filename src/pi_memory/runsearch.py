@@ -4,9 +4,10 @@ Design idea (spec 004 §3): scanning is cheap when it reads tables of contents,
 not pages. `scope="summary"` searches only the run summaries (their own
 contentless FTS5 index, `run_fts`, cut by the same tokenizer as messages) and
 returns one line per run; `scope="content"` is the message search. Both are
-bounded the same way: candidates are the newest `SUMMARY_CANDIDATES` runs
-holding any query token, scored exactly by `ranking.score_text` (BM25 plus a
-phrase bonus) over the summary text, recency breaking ties.
+bounded the same way: candidates are the runs of the rarest query tokens (a
+postings budget) and the newest runs holding any other token (`_candidates`),
+scored exactly by `ranking.score_text` (BM25 plus a phrase bonus) over the
+summary text, recency breaking ties.
 
 The content track gains filters by kind (`tool_call` = an assistant message
 that called a tool) and by file path (messages and runs that read or changed
@@ -25,7 +26,9 @@ from .store import Store
 from .summary import fields_search_text
 from .text import QueryToken, normalize, query_tokens
 
-SUMMARY_CANDIDATES = 2_000  # newest matching runs scored exactly per query
+RARE_RUN_POSTINGS = 2_000  # runs of the rarest query tokens read in full per query
+RARE_RUN_CANDIDATES = 200  # of those, the ones holding the most weight are scored
+RECENT_RUN_CANDIDATES = 200  # newest runs holding any other query token, scored too
 DF_CAP = 20_000  # document frequencies are counted exactly up to here
 MAX_LIMIT = 100
 KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
@@ -130,13 +133,42 @@ def search_summaries(
         present = [t for t in tokens if df[t.text] > 0]
         if not present:
             return []
-        candidates = store.run_summary_candidates(present, SUMMARY_CANDIDATES)
+        candidates = _candidates(store, present, df, counters.get("run_docs", 0))
         where, params = _filters(store, project, since_ms, session_id, path, kinds)
         sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
                   WHERE {store.sql_in_list("r.id")} AND {where}"""
         rows = store.rows(sql, [store.list_param(candidates)] + params)
     hits = _score(query, [run_from_row(r) for r in rows], tokens, present, df, counters)
     return hits[: max(1, min(int(limit), MAX_LIMIT))]
+
+
+def _candidates(store: Store, present: list[QueryToken], df: dict[str, int], n_runs: int) -> list[int]:
+    """The runs worth scoring, read in bounded steps whatever the number of runs.
+
+    The rare track reads every run holding the rarest tokens (up to `RARE_RUN_POSTINGS` in all)
+    and keeps the `RARE_RUN_CANDIDATES` holding the most weight of them, so an old run is found by
+    the one unusual word it has; the recent track adds the newest `RECENT_RUN_CANDIDATES` runs
+    holding any other token. Scoring each candidate exactly costs tens of µs in Python: this keeps
+    it to a few hundred runs per query.
+    """
+    ordered = sorted(present, key=lambda t: df[t.text])
+    rare: list[QueryToken] = []
+    budget = RARE_RUN_POSTINGS
+    for t in ordered:
+        if df[t.text] > budget:
+            break
+        rare.append(t)
+        budget -= df[t.text]
+    weight: dict[int, float] = {}
+    for t in rare:
+        w = ranking.token_weight(t, df[t.text], n_runs)
+        for run_id in store.run_summary_postings(t, df[t.text]):
+            weight[run_id] = weight.get(run_id, 0.0) + w
+    chosen = sorted(weight, key=lambda i: (weight[i], i), reverse=True)[:RARE_RUN_CANDIDATES]
+    common = ordered[len(rare) :]
+    if common:
+        chosen += store.run_summary_recent(common, RECENT_RUN_CANDIDATES)
+    return sorted(set(chosen), reverse=True)
 
 
 def _score(

@@ -356,8 +356,13 @@ class Store:
         sql = "SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)"
         return int(self.scalar(sql, (token.fts(), cap)))
 
-    def run_summary_candidates(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
-        """The newest `limit` runs whose summary holds any of the tokens."""
+    def run_summary_postings(self, token: QueryToken, limit: int) -> list[int]:
+        """The newest `limit` runs whose summary holds the token."""
+        sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+        return [int(r[0]) for r in self.conn.execute(sql, (token.fts(), limit))]
+
+    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+        """The newest `limit` runs whose summary holds any of the tokens (FTS5 walks back from the newest)."""
         sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
         return [int(r[0]) for r in self.conn.execute(sql, (fts_or(list(tokens)), limit))]
 

@@ -42,7 +42,6 @@ CONNECT_TIMEOUT_S = 10
 
 MIGRATION_LOCK = "pi_memory_migrate"
 RUN_DF_EXACT_CAP = 5_000  # run summaries holding a token, counted exactly up to here
-RUN_RARE_POSTINGS_BUDGET = 6_000  # runs read in full for the rare tokens of a summary search
 RUN_WINDOW = 30_000  # the newest run ids searched for the other tokens
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
@@ -119,7 +118,6 @@ class PgStore:
         self.path = redact(url)  # what Stats and messages show
         self.author = os.environ.get("PI_MEMORY_USER") or None
         self.host = socket.gethostname()
-        self._run_df: dict[str, int] = {}  # of the current summary search (run_summary_df, then candidates)
 
     # --- opening ------------------------------------------------------------------
 
@@ -678,8 +676,7 @@ class PgStore:
 
     # Bounded like message search (pg/search.py): a posting costs a heap page here, so a token's
     # run count is counted only up to RUN_DF_EXACT_CAP and estimated above it from the newest
-    # runs, and candidates are every run of the rare tokens (up to a postings budget) plus the
-    # newest runs of a fixed id window holding any other token.
+    # runs, and the recent track looks only at a fixed window of the newest run ids.
 
     def run_summary_df(self, token: QueryToken, cap: int) -> int:
         from .search import tsquery
@@ -698,31 +695,26 @@ class PgStore:
             )
             runs = int(self.counters().get("run_docs", 0))
             count = max(exact + 1, min(runs, int(runs * in_window / max(1, min(runs, top - low)))))
-        self._run_df[token.text] = count
         return count
 
-    def run_summary_candidates(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+    def run_summary_postings(self, token: QueryToken, limit: int) -> list[int]:
         from .search import tsquery
 
-        usable = sorted((t for t in tokens if indexable(t.text)), key=lambda t: self._run_df.get(t.text, 0))
-        rare: list[QueryToken] = []
-        budget = RUN_RARE_POSTINGS_BUDGET
-        for t in usable:
-            df = self._run_df.get(t.text, budget + 1)
-            if df > budget:
-                break
-            rare.append(t)
-            budget -= df
-        common = usable[len(rare) :]
-        ids: set[int] = set()
-        if rare:
-            sql = "SELECT id FROM run WHERE tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
-            ids.update(int(r[0]) for r in self.rows(sql, (tsquery(rare, "|"), limit)))
-        if common:
-            low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
-            sql = "SELECT id FROM run WHERE id > %s AND tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
-            ids.update(int(r[0]) for r in self.rows(sql, (low, tsquery(common, "|"), limit)))
-        return sorted(ids, reverse=True)[:limit]
+        if not indexable(token.text):
+            return []
+        sql = "SELECT id FROM run WHERE tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, (tsquery([token]), limit))]
+
+    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+        """The newest runs holding any of the tokens, among the newest `RUN_WINDOW` run ids."""
+        from .search import tsquery
+
+        usable = [t for t in tokens if indexable(t.text)]
+        if not usable:
+            return []
+        low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
+        sql = "SELECT id FROM run WHERE id > %s AND tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, (low, tsquery(usable, "|"), limit))]
 
     # --- after-write hooks (runs), as on the SQLite store ------------------------------------
 
