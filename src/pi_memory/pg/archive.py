@@ -32,6 +32,8 @@ from .store import PgStore
 
 
 class TeamForgetPlan(ForgetPlan):
+    """Forgetting on a team archive removes the rows for every member."""
+
     def after_note(self) -> str:
         return "removed for everyone on the team archive; " + super().after_note()
 

@@ -47,7 +47,7 @@ from ..search import (
 )
 from ..search import filter_sql as shared_filter_sql
 from ..text import QueryToken
-from .store import indexable
+from .store import indexable, tsquery
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -93,12 +93,6 @@ def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any]) -> None
     if f.authors:
         clauses.append("m.author = ANY(%s)")
         params.append(list(f.authors))
-
-
-def tsquery(tokens: list[QueryToken], op: str = "&") -> str:
-    """A tsquery of quoted lexemes: tokens are matched exactly, never parsed as query syntax."""
-    quoted = ["'" + t.text.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]
-    return f" {op} ".join(quoted)
 
 
 class PgSearcher(Searcher):

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ..errors import ArchiveError
+from ..errors import ArchiveError, NotFound
 from ..ingest import SessionWrite, pack
 from ..store import NewEntry, NewMessage, SessionRow, compress
 from ..text import QueryToken
@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 CONNECT_TIMEOUT_S = 10
 
 MIGRATION_LOCK = "pi_memory_migrate"
-RUN_DF_EXACT_CAP = 5_000  # run summaries holding a token, counted exactly up to here
+RUN_DF_EXACT_CAP = 2_000  # run summaries holding a token, counted exactly up to here
+RUN_DF_WINDOW = 2_000  # newest run ids a more common token's count is estimated from
 RUN_WINDOW = 30_000  # the newest run ids searched for the other tokens
+RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above which the search walks the ids
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 DEADLOCK_RETRIES = 5
@@ -88,6 +90,12 @@ def _meta_json(meta: dict[str, Any]) -> str | None:
 Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
 
 
+def tsquery(tokens: list[QueryToken], op: str = "&") -> str:
+    """A tsquery of quoted lexemes: tokens are matched exactly, never parsed as query syntax."""
+    quoted = ["'" + t.text.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]
+    return f" {op} ".join(quoted)
+
+
 @lru_cache(maxsize=512)
 def pg_sql(sql: str) -> bytes:
     """The shared `?`-style SQL as psycopg takes it: `?` outside quotes becomes `%s`, a literal `%` `%%`.
@@ -118,6 +126,10 @@ class PgStore:
         self.path = redact(url)  # what Stats and messages show
         self.author = os.environ.get("PI_MEMORY_USER") or None
         self.host = socket.gethostname()
+        # summary search: run counts of this search's tokens, and the common tokens' shares
+        # from ANALYZE's statistics (reloaded when the number of runs moved by more than 2%)
+        self._run_df: dict[str, int] = {}
+        self._run_shares: tuple[int, dict[str, float]] = (-1, {})
 
     # --- opening ------------------------------------------------------------------
 
@@ -607,8 +619,6 @@ class PgStore:
             (session_id,),
         )
         if not row:
-            from ..errors import NotFound
-
             raise NotFound(f"no session {session_id!r}")
         writer, allowed = row[0]
         if not allowed:
@@ -674,32 +684,48 @@ class PgStore:
     def unindex_run_summary(self, run_id: int) -> None:
         self.conn.execute("UPDATE run SET tokens = ''::tsvector WHERE id=%s", (run_id,))
 
-    # Bounded like message search (pg/search.py): a posting costs a heap page here, so a token's
-    # run count is counted only up to RUN_DF_EXACT_CAP and estimated above it from the newest
-    # runs, and the recent track looks only at a fixed window of the newest run ids.
+    # Bounded like message search (pg/search.py): a posting costs a heap page here, so a common
+    # token's run count is read from ANALYZE's statistics, or counted only up to RUN_DF_EXACT_CAP
+    # and estimated above from the newest RUN_DF_WINDOW runs; the recent track looks at a fixed
+    # window of the newest run ids, walking back along the ids when the tokens are frequent.
 
     def run_summary_df(self, token: QueryToken, cap: int) -> int:
-        from .search import tsquery
-
         if not indexable(token.text):
             return 0
-        query = tsquery([token])
-        exact = min(cap, RUN_DF_EXACT_CAP)
-        sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
-        count = int(self.scalar(sql, (query, exact + 1)))
-        if count > exact:
-            top = int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0)
-            low = max(0, top - RUN_WINDOW)
-            in_window = int(
-                self.scalar("SELECT count(*) FROM run WHERE id > %s AND tokens @@ %s::tsquery", (low, query))
-            )
-            runs = int(self.counters().get("run_docs", 0))
-            count = max(exact + 1, min(runs, int(runs * in_window / max(1, min(runs, top - low)))))
+        runs = self.counters().get("run_docs", 0)
+        share = self._run_token_shares(runs).get(token.text)
+        if share is not None and share * runs > RUN_DF_EXACT_CAP:
+            count = int(share * runs)
+        else:
+            count = self._count_runs_holding(token, min(cap, RUN_DF_EXACT_CAP), runs)
+        self._run_df[token.text] = count
         return count
 
-    def run_summary_postings(self, token: QueryToken, limit: int) -> list[int]:
-        from .search import tsquery
+    def _count_runs_holding(self, token: QueryToken, exact: int, runs: int) -> int:
+        query = tsquery([token])
+        sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
+        count = int(self.scalar(sql, (query, exact + 1)))
+        if count <= exact:
+            return count
+        top = int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0)
+        low = max(0, top - RUN_DF_WINDOW)
+        sql = "SELECT count(*) FROM run WHERE id > %s AND tokens @@ %s::tsquery"
+        in_window = int(self.scalar(sql, (low, query)))
+        return max(exact + 1, min(runs, int(runs * in_window / max(1, min(runs, top - low)))))
 
+    def _run_token_shares(self, runs: int) -> dict[str, float]:
+        at, shares = self._run_shares
+        if at < 0 or abs(runs - at) > 0.02 * max(at, 1):
+            row = self.conn.execute(
+                """SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+                   WHERE schemaname = current_schema() AND tablename = 'run' AND attname = 'tokens'"""
+            ).fetchone()
+            elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+            shares = {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
+            self._run_shares = (runs, shares)
+        return shares
+
+    def run_summary_postings(self, token: QueryToken, limit: int) -> list[int]:
         if not indexable(token.text):
             return []
         sql = "SELECT id FROM run WHERE tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
@@ -707,14 +733,27 @@ class PgStore:
 
     def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
         """The newest runs holding any of the tokens, among the newest `RUN_WINDOW` run ids."""
-        from .search import tsquery
-
         usable = [t for t in tokens if indexable(t.text)]
         if not usable:
             return []
         low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
-        sql = "SELECT id FROM run WHERE id > %s AND tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
+        # `IS TRUE` hides the match from the GIN index: the plan walks back along the primary key
+        # and stops at `limit` matches, instead of reading every match of the window first
+        match = (
+            "(tokens @@ %s::tsquery) IS TRUE"
+            if self._expected_in_window(usable) >= RUN_WALK_FROM_EXPECTED * limit
+            else "tokens @@ %s::tsquery"
+        )
+        sql = f"SELECT id FROM run WHERE id > %s AND {match} ORDER BY id DESC LIMIT %s"
         return [int(r[0]) for r in self.rows(sql, (low, tsquery(usable, "|"), limit))]
+
+    def _expected_in_window(self, tokens: list[QueryToken]) -> float:
+        """Runs of the window expected to hold any of the tokens, assuming they occur independently."""
+        runs = max(self.counters().get("run_docs", 0), 1)
+        none = 1.0
+        for t in tokens:
+            none *= 1.0 - min(1.0, self._run_df.get(t.text, 0) / runs)
+        return min(runs, RUN_WINDOW) * (1.0 - none)
 
     # --- after-write hooks (runs), as on the SQLite store ------------------------------------
 
