@@ -128,3 +128,5 @@ def test_an_old_run_is_found_by_its_rare_word_and_common_words_look_at_the_newes
     assert both[0].run.session_id == "run00000-0001"  # the rare word decides, though the run is old
     common = archive.search("部署", scope="summary", limit=50)
     assert {h.run.session_id for h in common} == {f"run{k:05d}-0001" for k in range(15, 20)}
+    (in_session,) = archive.search("部署", scope="summary", session="run00002-0001")
+    assert in_session.run.session_id == "run00002-0001"  # the filter applies while candidates are chosen

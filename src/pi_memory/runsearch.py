@@ -133,8 +133,9 @@ def search_summaries(
         present = [t for t in tokens if df[t.text] > 0]
         if not present:
             return []
-        candidates = _candidates(store, present, df, counters.get("run_docs", 0))
         where, params = _filters(store, project, since_ms, session_id, path, kinds)
+        # the filters apply while candidates are chosen: a session's old runs are not crowded out
+        candidates = _candidates(store, present, df, counters.get("run_docs", 0), (where, params))
         sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
                   WHERE {store.sql_in_list("r.id")} AND {where}"""
         rows = store.rows(sql, [store.list_param(candidates)] + params)
@@ -142,7 +143,9 @@ def search_summaries(
     return hits[: max(1, min(int(limit), MAX_LIMIT))]
 
 
-def _candidates(store: Store, present: list[QueryToken], df: dict[str, int], n_runs: int) -> list[int]:
+def _candidates(
+    store: Store, present: list[QueryToken], df: dict[str, int], n_runs: int, where: tuple[str, list[Any]]
+) -> list[int]:
     """The runs worth scoring, read in bounded steps whatever the number of runs.
 
     The rare track reads every run holding the rarest tokens (up to `RARE_RUN_POSTINGS` in all)
@@ -162,12 +165,12 @@ def _candidates(store: Store, present: list[QueryToken], df: dict[str, int], n_r
     weight: dict[int, float] = {}
     for t in rare:
         w = ranking.token_weight(t, df[t.text], n_runs)
-        for run_id in store.run_summary_postings(t, df[t.text]):
+        for run_id in store.run_summary_postings(t, df[t.text], where):
             weight[run_id] = weight.get(run_id, 0.0) + w
     chosen = sorted(weight, key=lambda i: (weight[i], i), reverse=True)[:RARE_RUN_CANDIDATES]
     common = ordered[len(rare) :]
     if common:
-        chosen += store.run_summary_recent(common, RECENT_RUN_CANDIDATES)
+        chosen += store.run_summary_recent(common, RECENT_RUN_CANDIDATES, where)
     return sorted(set(chosen), reverse=True)
 
 

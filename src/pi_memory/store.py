@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from .ingest import SessionWrite
 
 BUSY_TIMEOUT_MS = 5000
+# a condition over `run r JOIN session s` and its parameters (runsearch's filters)
+RunFilter = tuple[str, Sequence[Any]]
+NO_FILTER: RunFilter = ("TRUE", ())
 
 
 def default_db_path() -> Path:
@@ -356,15 +359,22 @@ class Store:
         sql = "SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)"
         return int(self.scalar(sql, (token.fts(), cap)))
 
-    def run_summary_postings(self, token: QueryToken, limit: int) -> list[int]:
-        """The newest `limit` runs whose summary holds the token."""
-        sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-        return [int(r[0]) for r in self.conn.execute(sql, (token.fts(), limit))]
+    def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
+        """The newest `limit` runs whose summary holds the token (and that pass `where`)."""
+        return self._runs_matching(token.fts(), limit, where)
 
-    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER) -> list[int]:
         """The newest `limit` runs whose summary holds any of the tokens (FTS5 walks back from the newest)."""
-        sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-        return [int(r[0]) for r in self.conn.execute(sql, (fts_or(list(tokens)), limit))]
+        return self._runs_matching(fts_or(list(tokens)), limit, where)
+
+    def _runs_matching(self, expr: str, limit: int, where: RunFilter) -> list[int]:
+        if where[0] == NO_FILTER[0]:
+            sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            return [int(r[0]) for r in self.conn.execute(sql, (expr, limit))]
+        sql = f"""SELECT r.id FROM run r JOIN session s ON s.id = r.session_id
+                  WHERE r.id IN (SELECT rowid FROM run_fts WHERE run_fts MATCH ?) AND {where[0]}
+                  ORDER BY r.id DESC LIMIT ?"""
+        return [int(r[0]) for r in self.conn.execute(sql, [expr, *where[1], limit])]
 
     # --- writes (call inside `write()`) -----------------------------------------------
 

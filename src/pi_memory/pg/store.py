@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import ArchiveError, NotFound
 from ..ingest import SessionWrite, pack
-from ..store import NewEntry, NewMessage, SessionRow, compress
+from ..store import NO_FILTER, NewEntry, NewMessage, RunFilter, SessionRow, compress
 from ..text import QueryToken
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
@@ -725,13 +725,12 @@ class PgStore:
             self._run_shares = (runs, shares)
         return shares
 
-    def run_summary_postings(self, token: QueryToken, limit: int) -> list[int]:
+    def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
         if not indexable(token.text):
             return []
-        sql = "SELECT id FROM run WHERE tokens @@ %s::tsquery ORDER BY id DESC LIMIT %s"
-        return [int(r[0]) for r in self.rows(sql, (tsquery([token]), limit))]
+        return self._runs_matching("r.tokens @@ %s::tsquery", tsquery([token]), 0, limit, where)
 
-    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int) -> list[int]:
+    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER) -> list[int]:
         """The newest runs holding any of the tokens, among the newest `RUN_WINDOW` run ids."""
         usable = [t for t in tokens if indexable(t.text)]
         if not usable:
@@ -739,13 +738,14 @@ class PgStore:
         low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
         # `IS TRUE` hides the match from the GIN index: the plan walks back along the primary key
         # and stops at `limit` matches, instead of reading every match of the window first
-        match = (
-            "(tokens @@ %s::tsquery) IS TRUE"
-            if self._expected_in_window(usable) >= RUN_WALK_FROM_EXPECTED * limit
-            else "tokens @@ %s::tsquery"
-        )
-        sql = f"SELECT id FROM run WHERE id > %s AND {match} ORDER BY id DESC LIMIT %s"
-        return [int(r[0]) for r in self.rows(sql, (low, tsquery(usable, "|"), limit))]
+        walk = self._expected_in_window(usable) >= RUN_WALK_FROM_EXPECTED * limit
+        match = "(r.tokens @@ %s::tsquery) IS TRUE" if walk else "r.tokens @@ %s::tsquery"
+        return self._runs_matching(match, tsquery(usable, "|"), low, limit, where)
+
+    def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
+        join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""
+        sql = f"SELECT r.id FROM run r{join} WHERE {match} AND r.id > %s AND {where[0]} ORDER BY r.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, [query, low, *where[1], limit])]
 
     def _expected_in_window(self, tokens: list[QueryToken]) -> float:
         """Runs of the window expected to hold any of the tokens, assuming they occur independently."""
