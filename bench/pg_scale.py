@@ -32,8 +32,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pi_memory import Archive
-from pi_memory.pg import redact
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import git_commit  # noqa: E402
+
+from pi_memory import Archive  # noqa: E402
+from pi_memory.pg import redact  # noqa: E402
 
 SESSION_MESSAGES = 40
 PASSES = 2
@@ -270,12 +273,14 @@ def main() -> None:
     args = parser.parse_args()
     if not args.pg:
         parser.error("give --pg URL or set PI_MEMORY_TEST_PG")
+    commit = git_commit()  # what is measured: the code as it is when the run starts
     results = run(args)
     sizes = [s.strip() for s in args.sizes.split(",")]
     text = table(results, sizes)
     print(text)
     out = {
         "benchmark": "pg_scale",
+        "commit": commit,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
         "pg": redact(args.pg),
