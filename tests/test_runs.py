@@ -156,6 +156,20 @@ def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive:
     assert [x[1] for x in live] == [7, 7, 5, 3]
 
 
+def test_a_bulk_import_writes_the_same_runs_as_segmenting_each_session_alone(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pi_memory.runs as runs
+
+    monkeypatch.setattr(runs, "RUNS_PER_WRITE", 3)  # transactions that end inside a session's runs
+    archive.import_paths([PI_DATA])  # one write covers many sessions: their runs share transactions
+    bulk = [(r.id, r.session_id, r.messages, r.status, r.tool_calls, r.summary) for r in archive.runs(limit=1000)]
+    archive.rebuild_runs()  # one session at a time
+    alone = [(r.id, r.session_id, r.messages, r.status, r.tool_calls, r.summary) for r in archive.runs(limit=1000)]
+    assert len(bulk) > 20 and bulk == alone
+    assert archive.store.counters()["run_docs"] == len(bulk)
+
+
 def test_a_turn_without_a_reply_before_the_next_prompt_is_aborted() -> None:
     msgs = [
         RunMessage(1, "a", "user", "do it"),

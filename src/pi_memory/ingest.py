@@ -163,9 +163,8 @@ def after_messages_added(store: Store, added_ids: dict[str, list[int]]) -> None:
 
 
 def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:
-    for session_id, ids in added_ids.items():
-        for hook in AFTER_WRITE:
-            hook(store, session_id, ids)
+    for hook in AFTER_WRITE:
+        hook(store, added_ids)
 
 
 def run_deferred_hooks(store: Store) -> bool:
@@ -460,4 +459,5 @@ def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple
 
 # Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
 # Runs and their summaries are built here, so import and live capture both keep them current.
-AFTER_WRITE: list[Callable[[Store, str, list[int]], None]] = [runs.after_write]
+# each hook gets the new msg ids of every session of one write (session id -> ids)
+AFTER_WRITE: list[Callable[[Store, dict[str, list[int]]], None]] = [runs.after_write]

@@ -28,7 +28,7 @@ from .text import tokenize
 # it is called outside any transaction, and a failure keeps the rule-based line.
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
-RUNS_PER_WRITE = 20  # runs written per transaction: a few ms, like an import batch
+RUNS_PER_WRITE = 100  # runs written per transaction: a few ms, like an import batch
 UPSERT_RUN_MSG = """INSERT INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)
                     ON CONFLICT(msg_id) DO UPDATE SET run_id=excluded.run_id, pos=excluded.pos"""
 
@@ -102,10 +102,16 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
 # --- segmentation, incremental ----------------------------------------------------
 
 
-def after_write(store: Store, session_id: str, new_ids: list[int]) -> None:
-    """The `AFTER_WRITE` hook: extend the open run, or re-segment the tail the new messages touch."""
-    if not _extend_open_run(store, session_id, new_ids):
-        segment_from(store, session_id, _tail_start(store, session_id, new_ids))
+def after_write(store: Store, added: dict[str, list[int]]) -> None:
+    """The `AFTER_WRITE` hook (session id -> new msg ids): extend each open run, or re-segment
+    the tail the new messages touch; the runs of all these sessions share write transactions."""
+    tails = {
+        session_id: _tail_start(store, session_id, new_ids)
+        for session_id, new_ids in added.items()
+        if not _extend_open_run(store, session_id, new_ids)
+    }
+    if tails:
+        segment_sessions(store, tails)
 
 
 def _extend_open_run(store: Store, session_id: str, new_ids: list[int]) -> bool:
@@ -231,28 +237,40 @@ def prepare_run(group: list[RunMessage], is_last: bool) -> PreparedRun:
 
 
 def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -> list[int]:
-    """Re-segment a session from `start` (None: from its beginning); returns the run ids written.
+    """Re-segment a session from `start` (None: from its beginning); returns the run ids written."""
+    return segment_sessions(store, {session_id: start})
 
-    Everything is computed first; then runs are written `RUNS_PER_WRITE` to a short transaction.
+
+def segment_sessions(store: Store, starts: dict[str, tuple[int, int] | None]) -> list[int]:
+    """Re-segment sessions, each from its start (None: from its beginning); returns the run ids written.
+
+    Everything is computed first, outside any transaction; then the runs of all the sessions are
+    written `RUNS_PER_WRITE` to a short transaction. A bulk import's flush covers many sessions,
+    and one transaction per session would cost a commit (and a new FTS5 segment) each.
     """
-    with store.read():
-        messages = load_messages(store, session_id, start)
-    groups = segment(messages)
-    prepared = [prepare_run(g, is_last=i == len(groups) - 1) for i, g in enumerate(groups)]
+    plans: list[tuple[str, PreparedRun]] = []
+    firsts: dict[str, set[int]] = {}
+    for session_id, start in starts.items():
+        with store.read():
+            messages = load_messages(store, session_id, start)
+        groups = segment(messages)
+        plans += [(session_id, prepare_run(g, is_last=i == len(groups) - 1)) for i, g in enumerate(groups)]
+        firsts[session_id] = {g[0].msg_id for g in groups}
     written: list[int] = []
-    for begin in range(0, len(prepared), RUNS_PER_WRITE):
-        batch = prepared[begin : begin + RUNS_PER_WRITE]
+    for begin in range(0, len(plans), RUNS_PER_WRITE):
+        batch = plans[begin : begin + RUNS_PER_WRITE]
         with store.write():
-            rows = [write_run(store, session_id, p) for p in batch]
+            rows = [write_run(store, session_id, p) for session_id, p in batch]
             # summaries are indexed after every upsert of the transaction: an upsert opens a
             # statement journal, which would make FTS5 flush a one-run segment each time
-            for (run_id, was_indexed), p in zip(rows, batch, strict=True):
+            for (run_id, was_indexed), (_sid, p) in zip(rows, batch, strict=True):
                 if was_indexed:
                     _unindex_summary(store, run_id)
                 _index_summary(store, run_id, p)
             written += [run_id for run_id, _ in rows]
     with store.write():
-        _drop_stale_runs(store, session_id, start, {g[0].msg_id for g in groups})
+        for session_id, start in starts.items():
+            _drop_stale_runs(store, session_id, start, firsts[session_id])
     return written
 
 

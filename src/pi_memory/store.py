@@ -166,6 +166,9 @@ class Store:
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> Store:
+        if str(path or os.environ.get("PI_MEMORY_DB", "")).startswith(("postgresql:", "postgres:")):
+            # Path() would turn the URL into a relative file name: a team archive opens through Archive.open
+            raise ArchiveError("a postgresql:// URL is a team archive: open it with Archive.open, not Store.open")
         db_path = Path(path).expanduser() if path else default_db_path()
         if db_path.exists() and db_path.is_dir():
             raise ArchiveError(f"{db_path} is a directory, not an archive file")
