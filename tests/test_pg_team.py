@@ -239,3 +239,17 @@ def test_run_counts_of_common_summary_tokens_are_estimated_past_the_cap(
         newest = archive.store.run_summary_recent(query_tokens("部署"), 50)  # only the newest run ids
         assert len(newest) == 5
         assert archive.store.run_summary_recent(query_tokens("部署"), 1) == newest[:1]  # walked back along the ids
+
+
+def test_check_on_a_team_archive_recounts_the_counters_and_names_a_drifted_one(pg_url: str):
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([PI_DATA])
+        assert archive.check() == []
+    assert CliRunner().invoke(cli, ["--db", pg_url, "check"]).output.strip() == "ok"
+    with connect(pg_url) as conn:
+        conn.execute("UPDATE counter SET run_docs = run_docs + 3")
+    with Archive.open(pg_url) as archive:
+        (problem,) = archive.check()
+    assert problem.startswith("counter run_docs is ") and "the rows say" in problem
+    result = CliRunner().invoke(cli, ["--db", pg_url, "check"])
+    assert result.exit_code == 1 and "team archive check failed: counter run_docs" in result.output

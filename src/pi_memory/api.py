@@ -166,6 +166,7 @@ class Archive:
 
     recovered_from: Path | None = None
     recovery_reason: str | None = None
+    is_team = False  # a shared archive on PostgreSQL (`PgArchive`), not a file
 
     def close(self) -> None:
         self.store.close()

@@ -296,9 +296,11 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @_pass_db
 @click.pass_context
 def check(ctx: click.Context) -> None:
-    """Run SQLite's full integrity check; a damaged archive is moved aside."""
+    """Run SQLite's full integrity check; a damaged archive is moved aside (a team archive: recount its counters)."""
     with open_archive(ctx) as archive:
         errors = archive.check()
+        if errors and archive.is_team:
+            raise click.ClickException(f"team archive check failed: {'; '.join(errors)}")
         if errors:
             archive.close()
             moved = move_aside(archive.path)

@@ -41,6 +41,8 @@ class TeamForgetPlan(ForgetPlan):
 class PgArchive(Archive):
     """A session archive in a PostgreSQL database shared by a team."""
 
+    is_team = True
+
     def __init__(self, pg: PgStore) -> None:  # noqa: D107 - deliberately not calling Archive.__init__
         self.pg = pg
         self.store = cast(Store, pg)  # the same store calls as the SQLite Store
@@ -63,8 +65,9 @@ class PgArchive(Archive):
         return self.pg.path
 
     def check(self) -> list[str]:
+        """What the server cannot check for us: the schema version and the counters the ranking reads."""
         with self.pg.errors():
-            return [] if self.pg.scalar("SELECT count(*) FROM counter") == 1 else ["counter row missing"]
+            return self.pg.consistency_problems()
 
     # --- search ----------------------------------------------------------------------
 

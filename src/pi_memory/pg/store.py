@@ -661,6 +661,29 @@ class PgStore:
             (self.host, path),
         )
 
+    def consistency_problems(self) -> list[str]:
+        """The schema version, and every counter against a recount (a full scan: `check` only)."""
+        problems = []
+        if self.schema_version() != SCHEMA_VERSION:
+            problems.append(f"schema version {self.schema_version()}, expected {SCHEMA_VERSION}")
+        if self.scalar("SELECT count(*) FROM counter") != 1:
+            return [*problems, "the counter row is missing"]
+        with self.read():
+            stored = self.counters()
+            docs, chars = self.rows(
+                "SELECT count(*), coalesce(sum(nchars), 0) FROM msg WHERE indexed",
+            )[0]
+            runs, run_chars = self.rows(
+                "SELECT count(*), coalesce(sum(indexed_chars), 0) FROM run WHERE indexed_chars >= 0",
+            )[0]
+        actual = {"indexed_docs": docs, "indexed_chars": chars, "run_docs": runs, "run_chars": run_chars}
+        problems += [
+            f"counter {name} is {stored[name]}, the rows say {int(value)}"
+            for name, value in actual.items()
+            if stored[name] != int(value)
+        ]
+        return problems
+
     # --- reads ------------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
