@@ -152,12 +152,21 @@ def test_search_can_be_limited_to_mine_a_team_or_authors(pg_url: str, make_role,
             alice_role = alice.split("//")[1].split(":")[0]  # the author defaults to the role
             assert {h.session_id for h in b.search("断流", authors=[alice_role])} == {"aaaaaaaa-0002"}
             assert b.search("断流", team="pi_no_such_team") == []
+            # the same filters on run summaries, with the other filters
+            runs = {h.run.session_id for h in b.search("断流", scope="summary", mine=True)}  # type: ignore[union-attr]
+            assert runs == {"bbbbbbbb-0002"}
+            by_team = b.search("断流", scope="summary", team=team, project="aaaa", kinds=["user"])
+            assert {h.run.session_id for h in by_team} == {"aaaaaaaa-0002"}  # type: ignore[union-attr]
+            assert b.search("断流", scope="summary", team=team, agent="claude") == []
         runner = CliRunner()
         mine = runner.invoke(cli, ["--db", bob, "search", "断流", "--mine", "--json"])
         theirs = runner.invoke(cli, ["--db", bob, "search", "断流", "--team", team, "--json"])
         assert mine.exit_code == 0 and theirs.exit_code == 0, mine.output + theirs.output
         assert {h["session_id"] for h in json.loads(mine.stdout)["hits"]} == {"bbbbbbbb-0002"}
         assert {h["session_id"] for h in json.loads(theirs.stdout)["hits"]} == {"aaaaaaaa-0002"}
+        runs = runner.invoke(cli, ["--db", bob, "search", "断流", "--scope", "summary", "--mine", "--json"])
+        assert runs.exit_code == 0, runs.output
+        assert [h["session_id"] for h in json.loads(runs.stdout)["hits"]] == ["bbbbbbbb-0002"]
     finally:
         with connect(pg_url) as conn:
             conn.execute(f"DROP ROLE IF EXISTS {team}")

@@ -227,7 +227,7 @@ class Archive:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         if scope == "summary":
             return self.search_runs(
-                query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds
+                query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds, agent=agent
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
@@ -463,13 +463,22 @@ class Archive:
         session: str | None = None,
         path: str | None = None,
         kinds: Iterable[str] = (),
+        agent: str | None = None,
     ) -> list[RunHit]:
         """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
         return search_summaries(
-            self.store, str(query), limit, project or None, since_ms, session_id, path or None, kind_filter
+            self.store,
+            str(query),
+            limit,
+            project or None,
+            since_ms,
+            session_id,
+            path or None,
+            kind_filter,
+            agent=agent or None,
         )
 
     def read_address(

@@ -186,9 +186,9 @@ class _null_bar:
 @click.option("--kind", "kinds", multiple=True, help="Only user, assistant, tool_call, tool_error or summary messages.")
 @click.option("--path", help="Only messages (or runs) that read or changed this file.")
 @click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
-@click.option("--mine", is_flag=True, help="Team archive: only messages my database role wrote.")
-@click.option("--team", help="Team archive: only messages written by members of this PostgreSQL role.")
-@click.option("--author", "authors", multiple=True, help="Team archive: only messages by this author (repeatable).")
+@click.option("--mine", is_flag=True, help="Team archive: only what my database role wrote (messages or runs).")
+@click.option("--team", help="Team archive: only what members of this PostgreSQL role wrote.")
+@click.option("--author", "authors", multiple=True, help="Team archive: only what this author wrote (repeatable).")
 @click.option("--sessions", "by_session", is_flag=True, help="Rank whole sessions, not messages.")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @_pass_db
@@ -228,10 +228,6 @@ def search(
         local: dict[str, Any] = {k: v for k, v in (("kinds", kinds), ("path", path), ("agent", agent)) if v}
         if scope != "content":
             local["scope"] = scope
-        if local and who:
-            raise click.ClickException(
-                "--scope/--kind/--path/--agent work on a local archive, --mine/--team/--author on a team archive"
-            )
         hits, took = timed(
             archive.search, query, limit=limit, project=project, since=since, session=session, **local, **who
         )

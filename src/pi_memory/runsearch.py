@@ -101,8 +101,12 @@ def _filters(
     session_id: str | None,
     path: str | None,
     kinds: tuple[str, ...] = (),
+    agent: str | None = None,
 ) -> tuple[str, list[Any]]:
     clauses, params = run_filters(project, since_ms, session_id)
+    if agent:
+        clauses.append("s.agent = ?")
+        params.append(agent)
     if path:
         clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
         params += path_params(path)
@@ -122,8 +126,13 @@ def search_summaries(
     session_id: str | None = None,
     path: str | None = None,
     kinds: tuple[str, ...] = (),
+    extra: tuple[str, list[Any]] = ("TRUE", []),
+    agent: str | None = None,
 ) -> list[RunHit]:
-    """Runs whose navigation summary matches the query, best first."""
+    """Runs whose navigation summary matches the query, best first.
+
+    `extra` is one more condition over `run r` (a team archive's who-wrote-it filter).
+    """
     tokens = query_tokens(query)
     if not tokens:
         return []
@@ -133,7 +142,8 @@ def search_summaries(
         present = [t for t in tokens if df[t.text] > 0]
         if not present:
             return []
-        where, params = _filters(store, project, since_ms, session_id, path, kinds)
+        where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
+        where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
         # the filters apply while candidates are chosen: a session's old runs are not crowded out
         candidates = _candidates(store, present, df, counters.get("run_docs", 0), (where, params))
         sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id

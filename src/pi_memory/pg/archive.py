@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import forget as forget_plan
-from ..api import Archive
+from ..api import Archive, parse_since
 from ..errors import ArchiveError, BadInput
 from ..forget import ForgetPlan
-from ..runsearch import RunHit
+from ..runsearch import RunHit, check_kinds, search_summaries
 from ..search import Hit
 from ..sources.readers import AGENTS
 from ..store import Store
 from .push import PushReport, push
-from .search import PgSearcher, TeamFilters
+from .search import PgSearcher, TeamFilters, writer_filter
 from .store import PgStore
 
 
@@ -88,15 +88,34 @@ class PgArchive(Archive):
         team: str | None = None,
         authors: Iterable[str] = (),
     ) -> list[Hit] | list[RunHit]:
-        """Same as `Archive.search`, plus who wrote the messages: `mine`, a `team` (group role) or `authors`."""
+        """Same as `Archive.search`, plus who wrote it: `mine`, a `team` (group role) or `authors`.
+
+        They limit messages (scope content) or runs (scope summary) by the role that wrote them.
+        """
         authors = tuple(authors)
         by_writer = mine or bool(team) or bool(authors)
         if not by_writer:
             return super().search(query, limit, project, since, session, roles, scope, kinds, path, agent)
-        if scope != "content":
-            raise BadInput("--mine/--team/--author limit a content search (scope content), not run summaries")
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        writers = TeamFilters(mine=mine, team=team or None, authors=authors)
+        if scope == "summary":
+            since_ms = since if isinstance(since, int) else parse_since(since)
+            session_id = self.resolve_session(session) if session else None
+            return search_summaries(
+                self.store,
+                str(query),
+                limit,
+                project or None,
+                since_ms,
+                session_id,
+                path or None,
+                check_kinds(tuple(kinds)),
+                writer_filter(writers, "r"),
+                agent=agent or None,
+            )
+        if scope != "content":
+            raise BadInput(f"unknown scope {scope!r}: use content or summary")
         base = self.content_filters(project, since, session, roles, kinds, path, agent)
         filters = TeamFilters(**asdict(base), mine=mine, team=team or None, authors=authors)
         return self.searcher.search(str(query), limit=limit, filters=filters)

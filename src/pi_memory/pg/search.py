@@ -81,18 +81,26 @@ def filter_sql(f: Filters, store: PgStore) -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any]) -> None:
+def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any], alias: str = "m") -> None:
+    """Who wrote the rows of `alias` (msg m, or run r for the summary track)."""
     if f.mine:
-        clauses.append("m.written_by = current_user")
+        clauses.append(f"{alias}.written_by = current_user")
     if f.team:
         clauses.append(
-            """m.written_by IN (SELECT r.rolname FROM pg_roles r, pg_roles t
-                                WHERE t.rolname = %s AND pg_has_role(r.oid, t.oid, 'MEMBER'))"""
+            f"""{alias}.written_by IN (SELECT member.rolname FROM pg_roles member, pg_roles grp
+                                WHERE grp.rolname = %s AND pg_has_role(member.oid, grp.oid, 'MEMBER'))"""
         )
         params.append(f.team)
     if f.authors:
-        clauses.append("m.author = ANY(%s)")
+        clauses.append(f"{alias}.author = ANY(%s)")
         params.append(list(f.authors))
+
+
+def writer_filter(f: TeamFilters, alias: str) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
+    _team_clauses(f, clauses, params, alias)
+    return " AND ".join(clauses), params
 
 
 class PgSearcher(Searcher):
