@@ -101,19 +101,25 @@ def pg_sql(sql: str) -> bytes:
     """The shared `?`-style SQL as psycopg takes it: `?` outside quotes becomes `%s`, a literal `%` `%%`.
 
     `%s` already written for psycopg passes through unchanged (PostgreSQL-only SQL in this package).
+    Quoted strings and `--` comments are copied as they are, but for `%`.
     """
     out: list[str] = []
-    quoted = False
-    for i, ch in enumerate(sql):
-        if ch == "'":
-            quoted = not quoted
-            out.append(ch)
-        elif ch == "?" and not quoted:
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch == "'" or sql.startswith("--", i):
+            end = sql.find("'", i + 1) if ch == "'" else sql.find("\n", i)
+            end = n if end < 0 else end + (1 if ch == "'" else 0)
+            out.append(sql[i:end].replace("%", "%%"))
+            i = end
+            continue
+        if ch == "?":
             out.append("%s")
         elif ch == "%" and not sql.startswith("%s", i):
             out.append("%%")
         else:
             out.append(ch)
+        i += 1
     return "".join(out).encode()
 
 
