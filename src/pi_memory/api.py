@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -276,19 +275,10 @@ class Archive:
         return str(ids[0])
 
     def session_info(self, session_id: str) -> SessionInfo:
-        row = self._reader().session_row(session_id)
+        row = self.store.session_row(session_id)
         if row is None:
             raise NotFound(f"no session {session_id!r}")
         return SessionInfo(*row)
-
-    # The SQL of the reads below lives in the store; a team archive answers them from PostgreSQL.
-    def _reader(self) -> Any:
-        return self.store
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        with self.store.read():
-            yield
 
     def read(
         self,
@@ -300,32 +290,31 @@ class Archive:
         """Messages of a session around one message (default: its last one), in order."""
         before = max(0, min(int(before), READ_MAX_SIDE))
         after = max(0, min(int(after), READ_MAX_SIDE))
-        with self._reading():
+        with self.store.read():
             sid = self.resolve_session(session)
             info = self.session_info(sid)
             pivot = self._pivot(sid, around)
             if pivot is None:
                 return Window(info, [], around, False, False)
-            older, newer = self._reader().message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
+            older, newer = self.store.message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
         before_more, after_more = len(older) > before, len(newer) > after + 1
         rows = list(reversed(older[:before])) + newer[: after + 1]
         views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], _json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
-        pivot = self._reader().window_pivot(sid, around)
+        pivot = self.store.window_pivot(sid, around)
         if pivot is None and around is not None:
             raise NotFound(f"message {around} is not in session {sid}")
-        return pivot  # type: ignore[no-any-return]
+        return pivot
 
     # --- stats -----------------------------------------------------------------------
 
     def stats(self) -> Stats:
-        reader = self._reader()
-        with self._reading():
-            roles, sessions, projects, oldest, newest = reader.stats_rows()
-            indexed = reader.counters().get("indexed_docs", 0)
-            db_bytes = reader.db_bytes()
+        with self.store.read():
+            roles, sessions, projects, oldest, newest = self.store.stats_rows()
+            indexed = self.store.counters().get("indexed_docs", 0)
+            db_bytes = self.store.db_bytes()
         return Stats(
             messages=sum(roles.values()),
             indexed=indexed,
@@ -335,7 +324,7 @@ class Archive:
             oldest=oldest,
             newest=newest,
             roles=roles,
-            path=str(reader.path),
+            path=str(self.store.path),
         )
 
     # --- long-term memory (see `pi_memory.memory`) ---------------------------------------
@@ -466,6 +455,21 @@ class Archive:
         agent: str | None = None,
     ) -> list[RunHit]:
         """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
+        return self._summary_hits(query, limit, project, since, session, path, kinds, agent)
+
+    def _summary_hits(
+        self,
+        query: str,
+        limit: int,
+        project: str | None,
+        since: str | int | None,
+        session: str | None,
+        path: str | None,
+        kinds: Iterable[str],
+        agent: str | None,
+        extra: tuple[str, list[Any]] = ("TRUE", []),
+    ) -> list[RunHit]:
+        """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
@@ -478,6 +482,7 @@ class Archive:
             session_id,
             path or None,
             kind_filter,
+            extra,
             agent=agent or None,
         )
 

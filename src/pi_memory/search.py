@@ -33,7 +33,6 @@ session and score each session with `ranking.session_score`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -218,7 +217,7 @@ class Searcher:
             parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
             params += [weights[t.text], t.fts()]
         union = " UNION ALL ".join(parts)
-        where, fparams = filter_sql(filters, self.store)
+        where, fparams = self.where(filters)
         sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) GROUP BY id) c"
         if filters.active:
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
@@ -230,7 +229,7 @@ class Searcher:
             return []
         low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
         expr = fts_or(anchors) if use_or else fts_and(anchors)
-        where, fparams = filter_sql(filters, self.store)
+        where, fparams = self.where(filters)
         sql = "SELECT f.rowid FROM msg_fts f"
         if filters.active:
             sql += " JOIN msg m ON m.id = f.rowid JOIN session s ON s.id = m.session_id"
@@ -282,6 +281,10 @@ class Searcher:
         needles = [query_phrases_for_snippet(query), by_weight]
         return [_hit(row, score, needles) for score, row in scored[:limit]]
 
+    def where(self, filters: Filters) -> tuple[str, list[Any]]:
+        """The filters as a condition over `msg m JOIN session s` (a team archive adds who wrote it)."""
+        return filter_sql(filters, self.store)
+
     def _avg_len(self) -> float:
         """Average `ranking.doc_length` of the newest documents, cached with the df cache."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
@@ -294,18 +297,19 @@ class Searcher:
         """session id -> (started_at, last_at, first user message)."""
         if not ids:
             return {}
-        sql = "SELECT id, started_at, last_at, first_user FROM session WHERE id IN (SELECT value FROM json_each(?))"
-        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in self.store.conn.execute(sql, (json.dumps(ids),))}
+        sql = f"SELECT id, started_at, last_at, first_user FROM session WHERE {self.store.sql_in_list('id')}"
+        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in self.store.rows(sql, (self.store.list_param(ids),))}
 
     def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
         if not ids:
             return []
-        where, fparams = filter_sql(filters, self.store)
+        where, fparams = self.where(filters)
         sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
                   FROM msg m JOIN session s ON s.id = m.session_id
-                  WHERE m.id IN (SELECT value FROM json_each(?)) AND {where}"""
+                  WHERE {self.store.sql_in_list("m.id")} AND {where}"""
         keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
-        return [dict(zip(keys, r, strict=True)) for r in self.store.conn.execute(sql, [json.dumps(ids)] + fparams)]
+        rows = self.store.rows(sql, [self.store.list_param(ids), *fparams])
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
 
 @dataclass

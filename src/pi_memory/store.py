@@ -155,7 +155,125 @@ def _create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-class Store:
+class SharedSql:
+    """The store calls whose SQL is the same on both backends, written once.
+
+    `Store` (SQLite) and `PgStore` (PostgreSQL) inherit them; each provides `rows`, `scalar` and
+    `execute` for the `?`-style SQL, and `text_param` for what its text columns cannot hold.
+    """
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        raise NotImplementedError
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        raise NotImplementedError
+
+    @staticmethod
+    def text_param(value: str) -> str:
+        """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
+        return value
+
+    # --- what the importer and live capture ask ---------------------------------------
+
+    def existing_hashes(self, session_id: str) -> dict[str, bool]:
+        """hash -> whether that message still lacks its entry id, for one session."""
+        return {
+            str(h): bool(missing)
+            for h, missing in self.rows("SELECT hash, entry_id IS NULL FROM msg WHERE session_id=?", (session_id,))
+        }
+
+    def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
+        """A fork or clone copies entries under the same ids: the same entry id and content exists."""
+        if not entry_id:
+            return False
+        return self.scalar("SELECT 1 FROM msg WHERE entry_id=? AND hash=? LIMIT 1", (entry_id, hash_)) is not None
+
+    def session_exists(self, session_id: str) -> bool:
+        return self.scalar("SELECT 1 FROM session WHERE id=?", (session_id,)) is not None
+
+    def message_by_hash(self, session_id: str, hash_: str) -> tuple[int, str | None] | None:
+        """(msg id, entry id) of the message with this content hash in the session."""
+        rows = self.rows("SELECT id, entry_id FROM msg WHERE session_id=? AND hash=?", (session_id, hash_))
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
+        """The live-captured (no entry id) message with this role and text stamped nearest to ts."""
+        rows = self.rows(
+            """SELECT id FROM msg WHERE session_id=? AND entry_id IS NULL AND role=? AND text=?
+                 AND ts BETWEEN ? AND ? ORDER BY abs(ts - ?) LIMIT 1""",
+            (session_id, role, self.text_param(text), ts - window_ms, ts + window_ms, ts),
+        )
+        return int(rows[0][0]) if rows else None
+
+    def rekey_message(
+        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
+    ) -> None:
+        """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
+
+        Its time stays the live one: the moment the message was made, which orders it truly
+        (the file stamps the entry when it is written, possibly after the next message was made).
+        """
+        self.execute("UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id))
+        self.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
+        if raw is not None:
+            self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
+
+    def set_session_name(self, session_id: str, name: str | None) -> None:
+        self.execute("UPDATE session SET name=? WHERE id=?", (self.text_param(name) if name else None, session_id))
+
+    # --- reads the Archive facade makes --------------------------------------------
+
+    def session_row(self, session_id: str) -> tuple[Any, ...] | None:
+        rows = self.rows(
+            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
+                      (SELECT count(*) FROM msg WHERE session_id = session.id)
+               FROM session WHERE id=?""",
+            (session_id,),
+        )
+        return rows[0] if rows else None
+
+    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
+        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
+        if msg_id is None:
+            rows = self.rows(
+                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
+            )
+        else:
+            rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (session_id, int(msg_id)))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    def message_window(
+        self, session_id: str, ts: int, seq: int, before: int, after: int
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """Up to `before` messages before (ts, seq), newest first, and `after` from it on, in order."""
+        cols = "id, seq, ts, role, text, entry_id, meta"
+        older = self.rows(
+            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts < ? OR (ts = ? AND seq < ?))
+                ORDER BY ts DESC, seq DESC LIMIT ?""",
+            (session_id, ts, ts, seq, before),
+        )
+        newer = self.rows(
+            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts > ? OR (ts = ? AND seq >= ?))
+                ORDER BY ts, seq LIMIT ?""",
+            (session_id, ts, ts, seq, after),
+        )
+        return older, newer
+
+    def stats_rows(self) -> tuple[dict[str, int], int, int, int | None, int | None]:
+        """Messages per role, sessions, projects, oldest start, newest activity."""
+        roles = {str(r): int(n) for r, n in self.rows("SELECT role, count(*) FROM msg GROUP BY role")}
+        sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
+        oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
+        return roles, int(sessions), int(projects), oldest, newest
+
+    def max_msg_id(self) -> int:
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
+
+
+class Store(SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
     def __init__(self, path: Path, conn: apsw.Connection) -> None:
@@ -409,15 +527,6 @@ class Store:
             ),
         )
 
-    def set_session_name(self, session_id: str, name: str | None) -> None:
-        self.conn.execute("UPDATE session SET name=? WHERE id=?", (name, session_id))
-
-    def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
-        """A fork or clone copies entries under the same ids: the same entry id and content exists."""
-        if not entry_id:
-            return False
-        return self.scalar("SELECT 1 FROM msg WHERE entry_id=? AND hash=? LIMIT 1", (entry_id, hash_)) is not None
-
     def insert_message(self, m: NewMessage) -> int | None:
         """Insert unless present; returns the new msg id, or None for a duplicate.
 
@@ -483,15 +592,6 @@ class Store:
         for name, delta in deltas.items():
             self.conn.execute("UPDATE counter SET value = value + ? WHERE name = ?", (delta, name))
 
-    def existing_hashes(self, session_id: str) -> dict[str, bool]:
-        """hash -> whether that message still lacks its entry id, for one session."""
-        return {
-            str(h): bool(missing)
-            for h, missing in self.conn.execute(
-                "SELECT hash, entry_id IS NULL FROM msg WHERE session_id=?", (session_id,)
-            )
-        }
-
     def insert_entry(self, e: NewEntry) -> bool:
         self.conn.execute(
             "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,NULL,?)",
@@ -525,54 +625,6 @@ class Store:
     def counters(self) -> dict[str, int]:
         return {str(k): int(v) for k, v in self.conn.execute("SELECT name, value FROM counter")}
 
-    def max_msg_id(self) -> int:
-        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
-
-    # --- reads the Archive facade shares with the team archive (same names on PgStore) ------
-
-    def session_row(self, session_id: str) -> tuple[Any, ...] | None:
-        rows = self.rows(
-            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
-                      (SELECT count(*) FROM msg WHERE session_id = session.id)
-               FROM session WHERE id=?""",
-            (session_id,),
-        )
-        return rows[0] if rows else None
-
-    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
-        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
-        if msg_id is None:
-            rows = self.rows(
-                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
-            )
-        else:
-            rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (session_id, int(msg_id)))
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
-    def message_window(
-        self, session_id: str, ts: int, seq: int, before: int, after: int
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """Up to `before` messages before (ts, seq), newest first, and `after` from it on, in order."""
-        cols = "id, seq, ts, role, text, entry_id, meta"
-        older = self.rows(
-            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts < ? OR (ts = ? AND seq < ?))
-                ORDER BY ts DESC, seq DESC LIMIT ?""",
-            (session_id, ts, ts, seq, before),
-        )
-        newer = self.rows(
-            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts > ? OR (ts = ? AND seq >= ?))
-                ORDER BY ts, seq LIMIT ?""",
-            (session_id, ts, ts, seq, after),
-        )
-        return older, newer
-
-    def stats_rows(self) -> tuple[dict[str, int], int, int, int | None, int | None]:
-        """Messages per role, sessions, projects, oldest start, newest activity."""
-        roles = {str(r): int(n) for r, n in self.rows("SELECT role, count(*) FROM msg GROUP BY role")}
-        sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
-        oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
-        return roles, int(sessions), int(projects), oldest, newest
-
     def db_bytes(self) -> int:
         total = 0
         for suffix in ("", "-wal"):
@@ -582,38 +634,6 @@ class Store:
         return total
 
     # --- live capture (capture.py) ----------------------------------------------------
-
-    def session_exists(self, session_id: str) -> bool:
-        return self.scalar("SELECT 1 FROM session WHERE id=?", (session_id,)) is not None
-
-    def message_by_hash(self, session_id: str, hash_: str) -> tuple[int, str | None] | None:
-        """(msg id, entry id) of the message with this content hash in the session."""
-        rows = self.rows("SELECT id, entry_id FROM msg WHERE session_id=? AND hash=?", (session_id, hash_))
-        return (int(rows[0][0]), rows[0][1]) if rows else None
-
-    def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
-        """The live-captured (no entry id) message with this role and text stamped nearest to ts."""
-        rows = self.rows(
-            """SELECT id FROM msg WHERE session_id=? AND entry_id IS NULL AND role=? AND text=?
-                 AND ts BETWEEN ? AND ? ORDER BY abs(ts - ?) LIMIT 1""",
-            (session_id, role, text, ts - window_ms, ts + window_ms, ts),
-        )
-        return int(rows[0][0]) if rows else None
-
-    def rekey_message(
-        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
-    ) -> None:
-        """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
-
-        Its time stays the live one: the moment the message was made, which orders it truly
-        (the file stamps the entry when it is written, possibly after the next message was made).
-        """
-        self.conn.execute(
-            "UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id)
-        )
-        self.conn.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
-        if raw is not None:
-            self.conn.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
 
     checkpoints_deferred = False
     # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import forget as forget_plan
-from ..api import Archive, parse_since
+from ..api import Archive
 from ..errors import ArchiveError, BadInput
 from ..forget import ForgetPlan
-from ..runsearch import RunHit, check_kinds, search_summaries
+from ..runsearch import RunHit
 from ..search import Hit
 from ..sources.readers import AGENTS
 from ..store import Store
@@ -100,19 +100,8 @@ class PgArchive(Archive):
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         writers = TeamFilters(mine=mine, team=team or None, authors=authors)
         if scope == "summary":
-            since_ms = since if isinstance(since, int) else parse_since(since)
-            session_id = self.resolve_session(session) if session else None
-            return search_summaries(
-                self.store,
-                str(query),
-                limit,
-                project or None,
-                since_ms,
-                session_id,
-                path or None,
-                check_kinds(tuple(kinds)),
-                writer_filter(writers, "r"),
-                agent=agent or None,
+            return self._summary_hits(
+                query, limit, project, since, session, path, kinds, agent, writer_filter(writers, "r")
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")

@@ -36,9 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from .. import ranking
 from ..search import (
-    AVG_LEN_SAMPLE,
     RECENT_CANDIDATES,
     Filters,
     Hit,
@@ -122,19 +120,8 @@ class PgSearcher(Searcher):
             self.pg.conn.execute("SET LOCAL enable_seqscan = off")
             return super().search(query, limit=limit, filters=filters)
 
-    def _avg_len(self) -> float:
-        """As in SQLite: the mean token length of the newest documents, cached with the df cache."""
-        if self._avg is None or self._avg[0] != self.df_cache.generation:
-            texts = self.pg.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT %s", (AVG_LEN_SAMPLE,))
-            lengths = [ranking.doc_length(str(t[0]).lower()) for t in texts]
-            self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
-        return self._avg[1]
-
-    def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
-        if not ids:
-            return {}
-        sql = "SELECT id, started_at, last_at, first_user FROM session WHERE id = ANY(%s)"
-        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in self.pg.rows(sql, (list(ids),))}
+    def where(self, filters: Filters) -> tuple[str, list[Any]]:
+        return filter_sql(filters, self.pg)
 
     def plan(self, query: str) -> QueryPlan:
         """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
@@ -153,12 +140,7 @@ class PgSearcher(Searcher):
     def common_shares(self, n_docs: int) -> dict[str, float]:
         """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
         if self._shares is None or self._shares_at != self.df_cache._at_docs:
-            row = self.pg.conn.execute(
-                """SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
-                   WHERE schemaname = current_schema() AND tablename = 'msg' AND attname = 'tokens'"""
-            ).fetchone()
-            elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
-            self._shares = {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
+            self._shares = self.pg.analyzed_token_shares("msg")
             self._shares_at = self.df_cache._at_docs
         return self._shares
 
@@ -187,16 +169,7 @@ class PgSearcher(Searcher):
 
     def _estimate_pg_df(self, token: QueryToken, n_docs: int) -> int:
         """Density of a very common token among the newest ids, scaled to the archive."""
-        max_id = self.pg.max_msg_id()
-        low = max(0, max_id - PG_DF_WINDOW)
-        in_window = int(
-            # `IS TRUE` keeps the GIN index out: the window's rows are read by id, a bounded number
-            self.pg.scalar(
-                "SELECT count(*) FROM msg WHERE id > %s AND (tokens @@ %s::tsquery) IS TRUE", (low, tsquery([token]))
-            )
-        )
-        docs_in_window = max(1, int(n_docs * (max_id - low) / max(max_id, 1)))
-        return max(PG_DF_EXACT_CAP + 1, min(n_docs, int(n_docs * in_window / docs_in_window)))
+        return self.pg.estimate_df_from_window("msg", token, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare:
@@ -208,7 +181,7 @@ class PgSearcher(Searcher):
         union = " UNION ALL ".join(parts)
         sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u GROUP BY id) c"
         if filters.active:
-            where, fparams = filter_sql(filters, self.pg)
+            where, fparams = self.where(filters)
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
             params += fparams
         sql += " ORDER BY c.s DESC, c.id DESC LIMIT %s"
@@ -222,7 +195,7 @@ class PgSearcher(Searcher):
         # `IS TRUE` hides the match from the GIN index, so the plan is the backward walk along the key
         walk = self._expected_in_window(anchors, use_or) >= WALK_FROM_EXPECTED
         match = "(m.tokens @@ %s::tsquery) IS TRUE" if walk else "m.tokens @@ %s::tsquery"
-        where, fparams = filter_sql(filters, self.pg)
+        where, fparams = self.where(filters)
         sql = "SELECT m.id FROM msg m"
         if filters.active:
             sql += " JOIN session s ON s.id = m.session_id"
@@ -237,13 +210,3 @@ class PgSearcher(Searcher):
         for x in shares:
             share *= (1.0 - x) if use_or else x
         return PG_RECENT_WINDOW * ((1.0 - share) if use_or else share)
-
-    def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
-        if not ids:
-            return []
-        where, fparams = filter_sql(filters, self.pg)
-        sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
-                  FROM msg m JOIN session s ON s.id = m.session_id
-                  WHERE m.id = ANY(%s) AND {where}"""
-        keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
-        return [dict(zip(keys, r, strict=False)) for r in self.pg.rows(sql, [ids] + fparams)]

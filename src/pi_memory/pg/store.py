@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import ArchiveError, NotFound
 from ..ingest import SessionWrite, pack
-from ..store import NO_FILTER, NewEntry, NewMessage, RunFilter, SessionRow, compress
+from ..store import NO_FILTER, NewEntry, NewMessage, RunFilter, SessionRow, SharedSql, compress
 from ..text import QueryToken
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
@@ -45,6 +45,7 @@ RUN_DF_EXACT_CAP = 1_000  # run summaries holding a token, counted exactly up to
 RUN_DF_WINDOW = 2_000  # newest run ids a more common token's count is estimated from
 RUN_WINDOW = 30_000  # the newest run ids searched for the other tokens
 RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above which the search walks the ids
+TOKEN_TABLES = ("msg", "run")  # the tables with a `tokens` tsvector under a GIN index
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 DEADLOCK_RETRIES = 5
@@ -123,7 +124,7 @@ def pg_sql(sql: str) -> bytes:
     return "".join(out).encode()
 
 
-class PgStore:
+class PgStore(SharedSql):
     """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
@@ -263,6 +264,10 @@ class PgStore:
 
     # --- the few places where the two dialects differ, named (the SQLite Store has the same) ---
 
+    @staticmethod
+    def text_param(value: str) -> str:
+        return pg_text(value)
+
     def sql_in_list(self, expr: str) -> str:
         """`expr` is one of the values of the parameter `list_param` made."""
         return f"{expr} = ANY(?)"
@@ -275,63 +280,7 @@ class PgStore:
     def sql_json_has(column: str, key: str) -> str:
         return f"(({column})::jsonb -> '{key}') IS NOT NULL"
 
-    # --- what the importer asks before writing --------------------------------------
-
-    def existing_hashes(self, session_id: str) -> dict[str, bool]:
-        return {
-            str(h): bool(missing)
-            for h, missing in self.rows("SELECT hash, entry_id IS NULL FROM msg WHERE session_id=%s", (session_id,))
-        }
-
-    def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
-        if not entry_id:
-            return False
-        return self.scalar("SELECT 1 FROM msg WHERE entry_id=%s AND hash=%s LIMIT 1", (entry_id, hash_)) is not None
-
-    # --- reads the Archive facade shares with the team archive (same names on the SQLite Store) ------
-
-    def session_row(self, session_id: str) -> tuple[Any, ...] | None:
-        rows = self.rows(
-            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
-                      (SELECT count(*) FROM msg WHERE session_id = session.id)
-               FROM session WHERE id=%s""",
-            (session_id,),
-        )
-        return rows[0] if rows else None
-
-    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
-        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
-        if msg_id is None:
-            rows = self.rows(
-                "SELECT ts, seq FROM msg WHERE session_id=%s ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
-            )
-        else:
-            rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=%s AND id=%s", (session_id, int(msg_id)))
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
-    def message_window(
-        self, session_id: str, ts: int, seq: int, before: int, after: int
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """Up to `before` messages before (ts, seq), newest first, and `after` from it on, in order."""
-        cols = "id, seq, ts, role, text, entry_id, meta"
-        older = self.rows(
-            f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts < %s OR (ts = %s AND seq < %s))
-                ORDER BY ts DESC, seq DESC LIMIT %s""",
-            (session_id, ts, ts, seq, before),
-        )
-        newer = self.rows(
-            f"""SELECT {cols} FROM msg WHERE session_id=%s AND (ts > %s OR (ts = %s AND seq >= %s))
-                ORDER BY ts, seq LIMIT %s""",
-            (session_id, ts, ts, seq, after),
-        )
-        return older, newer
-
-    def stats_rows(self) -> tuple[dict[str, int], int, int, int | None, int | None]:
-        """Messages per role, sessions, projects, oldest start, newest activity."""
-        roles = {str(r): int(n) for r, n in self.rows("SELECT role, count(*) FROM msg GROUP BY role")}
-        sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
-        oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
-        return roles, int(sessions), int(projects), oldest, newest
+    # --- what the importer asks before writing (the rest: `SharedSql`) --------------------
 
     def source_file_state(self, path: str) -> tuple[int, int] | None:
         rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE host=%s AND path=%s", (self.host, path))
@@ -569,39 +518,12 @@ class PgStore:
             (session_ids,),
         )
 
-    # --- live capture: the few store calls `capture.LiveCapture` makes (same meaning as store.py) ----
+    # --- live capture (the rest of its store calls: `SharedSql`) ----------------------------
 
-    # their driver errors (a read-only role, a lost connection) become one clear line, as in `rows`
-
+    # driver errors (a read-only role, a lost connection) become one clear line, as in `rows`
     def ensure_session(self, row: SessionRow) -> None:
         with self.errors():
             self._ensure_session(row)
-
-    def session_exists(self, session_id: str) -> bool:
-        return self.scalar("SELECT 1 FROM session WHERE id=%s", (session_id,)) is not None
-
-    def message_by_hash(self, session_id: str, hash_: str) -> tuple[int, str | None] | None:
-        rows = self.rows("SELECT id, entry_id FROM msg WHERE session_id=%s AND hash=%s", (session_id, hash_))
-        return (int(rows[0][0]), rows[0][1]) if rows else None
-
-    def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
-        rows = self.rows(
-            """SELECT id FROM msg WHERE session_id=%s AND entry_id IS NULL AND role=%s AND text=%s
-                 AND ts BETWEEN %s AND %s ORDER BY abs(ts - %s) LIMIT 1""",
-            (session_id, role, pg_text(text), ts - window_ms, ts + window_ms, ts),
-        )
-        return int(rows[0][0]) if rows else None
-
-    def rekey_message(
-        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
-    ) -> None:
-        self.execute("UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id))
-        self.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
-        if raw is not None:
-            self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
-
-    def set_session_name(self, session_id: str, name: str | None) -> None:
-        self.execute("UPDATE session SET name=? WHERE id=?", (pg_text(name) if name else None, session_id))
 
     @contextmanager
     def checkpointing(self) -> Iterator[None]:
@@ -731,29 +653,42 @@ class PgStore:
         return count
 
     def _count_runs_holding(self, token: QueryToken, exact: int, runs: int) -> int:
-        query = tsquery([token])
         sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
-        count = int(self.scalar(sql, (query, exact + 1)))
+        count = int(self.scalar(sql, (tsquery([token]), exact + 1)))
         if count <= exact:
             return count
-        top = int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0)
-        low = max(0, top - RUN_DF_WINDOW)
-        # `IS TRUE` keeps the GIN index out: the plan reads the window's rows by id, a bounded number
-        sql = "SELECT count(*) FROM run WHERE id > %s AND (tokens @@ %s::tsquery) IS TRUE"
-        in_window = int(self.scalar(sql, (low, query)))
-        return max(exact + 1, min(runs, int(runs * in_window / max(1, min(runs, top - low)))))
+        return self.estimate_df_from_window("run", token, runs, RUN_DF_WINDOW, floor=exact + 1)
 
     def _run_token_shares(self, runs: int) -> dict[str, float]:
         at, shares = self._run_shares
         if at < 0 or abs(runs - at) > 0.02 * max(at, 1):
-            row = self.conn.execute(
-                """SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
-                   WHERE schemaname = current_schema() AND tablename = 'run' AND attname = 'tokens'"""
-            ).fetchone()
-            elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
-            shares = {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
+            shares = self.analyzed_token_shares("run")
             self._run_shares = (runs, shares)
         return shares
+
+    # --- document frequencies without counting every posting (msg and run tokens alike) ------
+
+    def analyzed_token_shares(self, table: str) -> dict[str, float]:
+        """token -> share of rows, for the tokens ANALYZE found most common in `table`.tokens."""
+        assert table in TOKEN_TABLES
+        row = self.conn.execute(
+            """SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+               WHERE schemaname = current_schema() AND tablename = %s AND attname = 'tokens'""",
+            (table,),
+        ).fetchone()
+        elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+        return {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
+
+    def estimate_df_from_window(self, table: str, token: QueryToken, n_docs: int, window: int, floor: int) -> int:
+        """Rows holding a frequent token: its density among the newest `window` ids, scaled to `n_docs`."""
+        assert table in TOKEN_TABLES
+        top = int(self.scalar(f"SELECT coalesce(max(id), 0) FROM {table}") or 0)
+        low = max(0, top - window)
+        # `IS TRUE` keeps the GIN index out: the window's rows are read by id, a bounded number
+        sql = f"SELECT count(*) FROM {table} WHERE id > %s AND (tokens @@ %s::tsquery) IS TRUE"
+        in_window = int(self.scalar(sql, (low, tsquery([token]))))
+        docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
+        return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
 
     def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
         if not indexable(token.text):
@@ -803,9 +738,6 @@ class PgStore:
     @property
     def user_version(self) -> int:
         return self.schema_version()
-
-    def max_msg_id(self) -> int:
-        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
 
     def db_bytes(self) -> int:
         return int(
