@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -78,6 +79,25 @@ def imported(archive: object) -> object:
     """An archive holding every real pi fixture session."""
     archive.import_paths([PI_DATA])  # type: ignore[attr-defined]
     return archive
+
+
+def claude_line(
+    uuid: str, role: str, content: object, *, session: str, cwd: str, timestamp: str, msg_id: str | None = None
+) -> bytes:
+    """One line of a Claude Code transcript (`~/.claude/projects/<dir>/<uuid>.jsonl`), newline included."""
+    message: dict[str, object] = {"role": role, "content": content}
+    if msg_id:
+        message["id"] = msg_id
+    line = {
+        "type": role,
+        "uuid": uuid,
+        "parentUuid": None,
+        "sessionId": session,
+        "cwd": cwd,
+        "timestamp": timestamp,
+        "message": message,
+    }
+    return json.dumps(line).encode() + b"\n"
 
 
 def python_cli() -> list[str]:

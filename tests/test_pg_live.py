@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PI_DATA, python_cli
+from conftest import PI_DATA, claude_line, python_cli
 from pg_support import connect
 from pi_memory import Archive
 from test_capture import lines
@@ -112,16 +112,8 @@ def _until(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 def _claude(uuid: str, role: str, content: Any, n: int, sid: str = "sess-team-0001") -> bytes:
-    line = {
-        "type": role,
-        "uuid": uuid,
-        "parentUuid": None,
-        "sessionId": sid,
-        "cwd": "/home/dev/team-app",
-        "timestamp": f"2026-11-01T10:00:{n:02d}.000Z",
-        "message": {"role": role, "content": content},
-    }
-    return json.dumps(line).encode() + b"\n"
+    stamp = f"2026-11-01T10:00:{n:02d}.000Z"
+    return claude_line(uuid, role, content, session=sid, cwd="/home/dev/team-app", timestamp=stamp)
 
 
 def _count(url: str, text: str) -> int:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import claude_line
 from pi_memory import Archive
 from pi_memory.tail import Follower, complete_lines
 
@@ -26,19 +27,8 @@ class FakeClock:
 
 
 def _claude(uuid: str, kind: str, content: object, msg_id: str | None = None) -> bytes:
-    message: dict[str, object] = {"role": kind, "content": content}
-    if msg_id:
-        message["id"] = msg_id
-    line = {
-        "type": kind,
-        "uuid": uuid,
-        "parentUuid": None,
-        "sessionId": "sess-tail-0001",
-        "cwd": "/w/app",
-        "timestamp": f"2026-01-01T10:00:{len(uuid):02d}Z",
-        "message": message,
-    }
-    return json.dumps(line).encode() + b"\n"
+    stamp = f"2026-01-01T10:00:{len(uuid):02d}Z"
+    return claude_line(uuid, kind, content, session="sess-tail-0001", cwd="/w/app", timestamp=stamp, msg_id=msg_id)
 
 
 def _count(archive: Archive, needle: str) -> int:

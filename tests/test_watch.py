@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import python_cli
+from conftest import claude_line, python_cli
 from pi_memory import Archive
 
 APPEAR_S = 2.0  # the promise: appended lines are searchable within 2 s
@@ -22,19 +22,8 @@ CODEX_DAY = Path(__file__).parent / "data" / "codex" / "daaain-claude-code-log" 
 
 
 def _claude(uuid: str, kind: str, content: object, second: int, msg_id: str | None = None) -> bytes:
-    message: dict[str, object] = {"role": kind, "content": content}
-    if msg_id:
-        message["id"] = msg_id
-    line = {
-        "type": kind,
-        "uuid": uuid,
-        "parentUuid": None,
-        "sessionId": "sess-watch-0001",
-        "cwd": "/w/app",
-        "timestamp": f"2026-01-01T10:00:{second:02d}Z",
-        "message": message,
-    }
-    return json.dumps(line).encode() + b"\n"
+    stamp = f"2026-01-01T10:00:{second:02d}Z"
+    return claude_line(uuid, kind, content, session="sess-watch-0001", cwd="/w/app", timestamp=stamp, msg_id=msg_id)
 
 
 def _append(path: Path, data: bytes) -> None:
