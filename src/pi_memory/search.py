@@ -45,23 +45,29 @@ from .text import (
     fts_and,
     fts_or,
     normalize,
-    normalize_fast,
+    normalize_lower,
     query_phrases_for_snippet,
     query_tokens,
     snippet,
+    typed_forms,
 )
 
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
-RARE_CANDIDATES = 40  # best rare-track candidates kept for exact scoring
+RARE_CANDIDATES = (
+    30  # best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
+)
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
 MAX_LIMIT = 100
-AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
+AVG_LEN_SAMPLE = 500
+INDEX_LENGTHS = 1
+INDEX_AVG = 1
+DROP_CHAR_ONLY = 1  # newest documents whose mean length stands for the archive's
 
 
 @dataclass
@@ -266,32 +272,53 @@ class Searcher:
             weights = ranking.token_weights(plan.tokens, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
-        counters_avg = self._avg_len()
         norm_query = normalize(query)
-        phrases = ranking.query_phrases(norm_query, weights)
-        scored = []
-        matched_tokens = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
-        for row in rows:
-            norm = normalize_fast(row["text"])
-            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg, in_tokens=True)
-            if score > 0:
-                scored.append((score, row))
+        matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
+        prepared = ranking.prepare(matched, weights, norm_query, typed_forms(query))
+        scored = self._score(rows, prepared)
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
-        by_weight = [t.text for t in sorted(matched_tokens, key=lambda t: -weights.get(t.text, 0.0))]
+        by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]
         needles = [query_phrases_for_snippet(query), by_weight]
         return [_hit(row, score, needles) for score, row in scored[:limit]]
+
+    def _score(self, rows: list[dict[str, Any]], prepared: ranking.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
+        """Each candidate's `ranking.score_document`; when some match a meaningful term (a word, a
+        CJK pair, a character typed alone), those that only hold characters cut out of the query's
+        words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
+        lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
+        avg = self._avg_len()
+        scored: list[tuple[ranking.DocScore, dict[str, Any]]] = []
+        for row in rows:
+            lower = normalize_lower(row["text"])
+            length = lengths[int(row["id"])]
+            result = ranking.score_document(lower, length, avg, prepared)
+            if result.score > 0:
+                scored.append((result, row))
+        if any(r.meaningful for r, _ in scored):
+            scored = [(r, row) for r, row in scored if r.meaningful]
+        return [(r.score, row) for r, row in scored]
 
     def where(self, filters: Filters) -> tuple[str, list[Any]]:
         """The filters as a condition over `msg m JOIN session s` (a team archive adds who wrote it)."""
         return filter_sql(filters, self.store)
 
     def _avg_len(self) -> float:
-        """Average `ranking.doc_length` of the newest documents, cached with the df cache."""
+        """Mean `ranking.doc_tokens` of the newest indexed messages, cached with the df cache."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
-            texts = self.store.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT ?", (AVG_LEN_SAMPLE,))
-            lengths = [ranking.doc_length(str(t[0]).lower()) for t in texts]
-            self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
+            sql = "SELECT id FROM msg WHERE indexed ORDER BY id DESC LIMIT ?"
+            ids = [int(r[0]) for r in self.store.rows(sql, (AVG_LEN_SAMPLE,))]
+            lengths = self._token_lengths(ids, {})
+            self._avg = (self.df_cache.generation, sum(lengths.values()) / len(lengths) if lengths else 1.0)
         return self._avg[1]
+
+    def _token_lengths(self, ids: list[int], texts: dict[int, str]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens`: kept by the index where the backend has it, else counted."""
+        known = self.store.msg_token_counts(ids)
+        missing = [i for i in ids if i not in known and i not in texts]
+        if missing:
+            sql = f"SELECT id, text FROM msg WHERE {self.store.sql_in_list('id')}"
+            texts = {**texts, **{int(i): str(t) for i, t in self.store.rows(sql, (self.store.list_param(missing),))}}
+        return {i: known[i] if i in known else ranking.doc_tokens(texts.get(i, "")) for i in ids}
 
     def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
         """session id -> (started_at, last_at, first user message)."""

@@ -149,6 +149,25 @@ def decompress(blob: bytes) -> bytes:
     return zlib.decompress(blob)
 
 
+LENGTH_CHANNEL = 1  # msg_fts column whose token count is a message's length: `grams`
+
+
+def fts5_varints(blob: bytes) -> list[int]:
+    """The SQLite varints of an FTS5 record (docsize, averages): 7 bits a byte, high bit = more."""
+    out, value, count = [], 0, 0
+    for byte in blob:
+        count += 1
+        if count == 9:  # the ninth byte of a varint carries 8 bits
+            out.append((value << 8) | byte)
+            value, count = 0, 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            out.append((value << 7) | byte)
+            value, count = 0, 0
+    return out
+
+
 def _create_private_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
@@ -175,6 +194,10 @@ class SharedSql:
     def text_param(value: str) -> str:
         """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
         return value
+
+    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
+        return {}
 
     # --- what the importer and live capture ask ---------------------------------------
 
@@ -468,6 +491,13 @@ class Store(SharedSql):
         )
 
     # --- run summaries' index (runs.py; PgStore keeps them in a column of `run`) ---------------
+
+    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens`, as FTS5 counted it at write time (docsize, `grams` column)."""
+        if not msg_ids:
+            return {}
+        sql = f"SELECT id, sz FROM msg_fts_docsize WHERE {self.sql_in_list('id')}"
+        return {int(i): fts5_varints(sz)[LENGTH_CHANNEL] for i, sz in self.rows(sql, (self.list_param(msg_ids),)) if sz}
 
     def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
         self.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, chars, grams))

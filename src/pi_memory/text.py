@@ -96,6 +96,11 @@ def _foldable() -> re.Pattern[str]:
     return re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(table)) + "]") if table else re.compile("(?!)")
 
 
+def normalize_lower(text: str) -> str:
+    """Lower-cased, NUL-free text, not folded: what `ranking.score_document` searches."""
+    return text.replace("\x00", " ").lower() if "\x00" in text else text.lower()
+
+
 def normalize_fast(text: str) -> str:
     """`normalize` at ~1/25 of the cost on traditional text: folds per character, skipping opencc's
     phrase rules (a handful of characters differ). For scoring and snippets, never for indexing.
@@ -103,6 +108,53 @@ def normalize_fast(text: str) -> str:
     """
     text = text.replace("\x00", " ").lower()
     return text.translate(_char_fold_table()) if _foldable().search(text) else text
+
+
+@lru_cache(maxsize=1)
+def _char_variants() -> dict[str, tuple[str, ...]]:
+    """simplified -> the characters that fold to it (the inverse of `_char_fold_table`)."""
+    out: dict[str, list[str]] = {}
+    for trad, simp in _char_fold_table().items():
+        out.setdefault(simp, []).append(chr(trad))
+    return {simp: tuple(sorted(trads)) for simp, trads in out.items()}
+
+
+MAX_SURFACE_FORMS = 8  # per token: enough for every two-character word seen; a cap, not a target
+
+
+def surface_forms(folded: str) -> tuple[str, ...]:
+    """Every spelling of a folded (simplified) token that folds back to it, the token itself first.
+
+    Scoring counts these in the lower-cased text instead of folding every
+    candidate (which costs ~50 us per traditional KB): `发现` -> `发现`, `發現`, `髮現`...
+    Capped at MAX_SURFACE_FORMS; text without CJK has one form.
+    """
+    if folded.isascii():
+        return (folded,)
+    variants = _char_variants()
+    forms = [""]
+    for ch in folded:
+        options = (ch, *variants.get(ch, ()))
+        forms = [f + o for f in forms for o in options][:MAX_SURFACE_FORMS]
+    return tuple(forms)
+
+
+def typed_forms(query: str) -> dict[str, set[str]]:
+    """folded CJK char or bigram -> the spellings the user typed for it (lower-cased).
+
+    Folding per character keeps positions, so each folded token lines up with
+    what was typed; `宝玉` typed as `寶玉` maps `宝玉` -> {`寶玉`}.
+    """
+    typed = query.replace("\x00", " ").lower()
+    folded = typed.translate(_char_fold_table())
+    out: dict[str, set[str]] = {}
+    for match in _CJK_RUN.finditer(folded):
+        start, end = match.span()
+        for i in range(start, end):
+            out.setdefault(folded[i], set()).add(typed[i])
+            if i + 1 < end:
+                out.setdefault(folded[i : i + 2], set()).add(typed[i : i + 2])
+    return out
 
 
 def is_cjk(ch: str) -> bool:
