@@ -61,7 +61,7 @@ def test_search_json_matches_the_contract():
 def test_search_text_output_is_grouped_by_session():
     run("import", str(PI_DATA))
     code, out, _ = run("search", "响应式")
-    assert code == 0 and out.startswith("[") and "msg_id=" in out and "【响应式】" in out
+    assert code == 0 and out.startswith("[") and "msg_id=" in out and "⟦响应式⟧" in out
 
 
 def test_read_and_stats_json_shapes():
