@@ -221,6 +221,18 @@ def test_search_results_page_too(imported: Archive) -> None:
     assert second["results"] and not set(ids(first)) & set(ids(second))
 
 
+def test_paging_a_query_over_all_sessions_reaches_the_tool_outputs_too(imported: Archive) -> None:
+    seen: list[dict[str, Any]] = []
+    page: int | None = 1
+    while page:
+        found = imported.recall({"scope": "all", "query": "nginx", "limit": 3, "page": page})
+        seen += found["results"]
+        page = found["next_page"]
+    whole = imported.recall({"scope": "all", "query": "nginx", "limit": 30})["results"]
+    assert [r["msg_id"] for r in seen] == [r["msg_id"] for r in whole]
+    assert any(r["role"] == "tool_result" for r in seen)  # stored, not indexed: found by the bounded scan
+
+
 def test_results_carry_ids_address_role_time_and_snippet(imported: Archive) -> None:
     hit = on_branch(imported, query="Last-Event-ID")["results"][0]
     assert hit["entry_id"] and hit["msg_id"] and hit["ts"] and hit["role"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time
+from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time, short_id
 from .text import clip
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def _run_header(run: RunInfo) -> list[str]:
     counts = f"{run.messages} msgs, {run.tool_calls} tool calls, {run.tool_errors} tool errors"
     where = home_path(run.cwd) or run.project or "?"
     return [
-        f"# {run.address} · {local_time(run.start_ts, True)} · {where} · session {run.session_id} · {run.status} · {counts}",
+        f"# {run.address} · {local_time(run.start_ts, True)} · {where} · session {short_id(run.session_id)} · {run.status} · {counts}",
         f"summary: {run.summary}",
     ]
 
@@ -79,7 +79,7 @@ def format_detail(detail: MessageDetail, evidence: bool = False) -> str:
     lines = [EVIDENCE_HEADER] if evidence else []
     mode = "raw source entry" if detail.raw else detail.role
     lines.append(
-        f"# {detail.address} · {mode} · {local_time(detail.ts, True)} · session {detail.run.session_id}"
+        f"# {detail.address} · {mode} · {local_time(detail.ts, True)} · session {short_id(detail.run.session_id)}"
         f" · msg_id {detail.msg_id}" + (f" · entry {detail.entry_id}" if detail.entry_id else "")
     )
     end = detail.offset + len(detail.text)
