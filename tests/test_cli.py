@@ -91,7 +91,7 @@ def test_a_missing_path_is_one_clear_line():
 
 def test_a_bad_since_is_one_clear_line():
     code, _, err = run("search", "x", "--since", "last tuesday")
-    assert code == 1 and err.strip() == "Error: bad date 'last tuesday': use YYYY-MM-DD"
+    assert code == 2 and err.strip() == "Error: bad date 'last tuesday': use YYYY-MM-DD"
 
 
 def test_an_unreadable_db_path_is_one_clear_line(tmp_path: Path):

@@ -13,7 +13,7 @@ from typing import Any
 from . import format as fmt
 from .store import Store
 
-LIST_MAX = 500
+LIST_MAX = 1000  # the same cap as `runs`
 
 
 @dataclass
