@@ -79,7 +79,9 @@ def format_listing(sessions: list[SessionListing]) -> str:
         title = (s.name or s.first_user or "").replace("\n", " ")[:80]
         gone = "  [source gone]" if s.source_missing else ""
         size = fmt.plural(s.messages, "msg")
-        rows.append((fmt.local_time(s.last_at, True), s.agent, s.project or "?", size, fmt.short_id(s.id), title + gone))
+        rows.append(
+            (fmt.local_time(s.last_at, True), s.agent, s.project or "?", size, fmt.short_id(s.id), title + gone)
+        )
     widths = [max(fmt.width(r[i]) for r in rows) for i in range(5)]
     lines = []
     for r in rows:

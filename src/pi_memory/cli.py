@@ -23,7 +23,7 @@ from . import format as fmt
 from . import runview
 from .api import Archive, move_aside
 from .errors import ArchiveError, BadInput
-from .format import plural, short_id
+from .format import plural
 from .runsearch import KINDS
 from .search import timed
 from .text import HIT_CLOSE, HIT_OPEN
@@ -569,9 +569,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         click.echo(line)
     for check in problems(checks):
         advice.warnings.append(f"{check.name}: {check.detail}")
-    click.echo(
-        f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now"
-    )
+    click.echo(f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now")
     click.echo(f"  cleanupPeriodDays = {advice.cleanup_days}{' (default)' if advice.cleanup_is_default else ''}")
     if advice.missing_sources:
         click.echo(
@@ -913,7 +911,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "pi-memory recall nginx --page 2 --limit 5",
     ),
     "doctor": ("pi-memory doctor", "pi-memory doctor --json"),
-    "remember": ('pi-memory remember --pin "use pnpm, never npm"', 'pi-memory remember --kind decision "Redis routes queries"'),
+    "remember": (
+        'pi-memory remember --pin "use pnpm, never npm"',
+        'pi-memory remember --kind decision "Redis routes queries"',
+    ),
     "memories": ("pi-memory memories", "pi-memory memories pnpm --status all"),
     "forget-memory": ("pi-memory forget-memory 3f2a",),
     "memory": ("pi-memory memory list", "pi-memory memory verify --all", "pi-memory memory export -o memories.jsonl"),

@@ -65,7 +65,9 @@ def plan_target(store: Store, target: str, resolve_session: Callable[[str], str]
     if target.isdigit():
         is_message = store.scalar("SELECT 1 FROM msg WHERE id=?", (int(target),)) is not None
         # digits only: LIKE needs no escaping; a session's short id (its last 8 characters) may be all digits
-        prefix_of = store.scalar("SELECT 1 FROM session WHERE id LIKE ? OR id LIKE ? LIMIT 1", (target + "%", "%" + target))
+        prefix_of = store.scalar(
+            "SELECT 1 FROM session WHERE id LIKE ? OR id LIKE ? LIMIT 1", (target + "%", "%" + target)
+        )
         if is_message and prefix_of and len(target) >= MIN_PREFIX:
             raise BadInput(f"{target!r} is both a msg id and part of a session id: give the whole session id")
         if is_message or not prefix_of or len(target) < MIN_PREFIX:

@@ -107,7 +107,9 @@ def format_search(
     return _cap_lines(lines, cap, "(output capped; use read with a msg_id for details)")
 
 
-OPEN_HINT = "(pi-memory read rN/mK: one message in full; read rN: its run; read SESSION --around MSG_ID: the session there)"
+OPEN_HINT = (
+    "(pi-memory read rN/mK: one message in full; read rN: its run; read SESSION --around MSG_ID: the session there)"
+)
 
 
 def format_read(window: Window, cap: int = READ_CAP, evidence: bool = False, short_ids: bool = False) -> str:
@@ -175,7 +177,9 @@ def format_sessions(found: Sequence[SessionHit], query: str, cap: int = SEARCH_C
         return f"No sessions match {query!r}."
     lines = []
     for s in found:
-        lines.append(f"{_session_label(s.started_at, s.cwd, s.project, s.name)} session={short_id(s.session_id)} hits={s.hits}")
+        lines.append(
+            f"{_session_label(s.started_at, s.cwd, s.project, s.name)} session={short_id(s.session_id)} hits={s.hits}"
+        )
         lines.append(f"  first: {s.headline or '(no user message)'}")
         lines.append(f"  best:  msg_id={s.best.msg_id} {s.best.role}: {s.best.snippet}")
     return _cap_lines(lines, cap, "(output capped; use read with a session id for details)")

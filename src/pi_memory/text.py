@@ -279,7 +279,9 @@ def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPP
             pos, needle = hit
             start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
             spans = occurrences(norm, group, start, end) or [(pos, pos + len(needle))]
-            return ("…" if start > 0 else "") + _one_line(mark(base, spans, start, end)) + ("…" if end < len(base) else "")
+            return (
+                ("…" if start > 0 else "") + _one_line(mark(base, spans, start, end)) + ("…" if end < len(base) else "")
+            )
     out = base[: 2 * radius]
     return _one_line(out) + ("…" if len(base) > 2 * radius else "")
 

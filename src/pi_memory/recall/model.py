@@ -29,7 +29,8 @@ HEADER_RESERVE = 800  # room for the header and the notes below the results
 SCOPES = ("branch", "session", "all")
 SCOPE_ALIASES = {"active-lineage": "branch", "lineage": "branch", "current": "branch"}
 ACTIONS = ("search", "list", "read", "summary", "summary_search")
-KINDS = ("user", "assistant", "tool_call", "tool_result", "tool_error", "bash", "custom", "summary")  # = runsearch.KINDS
+# the same vocabulary as runsearch.KINDS (`search --kind`)
+KINDS = ("user", "assistant", "tool_call", "tool_result", "tool_error", "bash", "custom", "summary")
 SOURCE_CLASSES = ("primary", "derived", "all")
 KIND_ROLES = {
     "user": ("user",),
