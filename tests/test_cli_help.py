@@ -287,3 +287,15 @@ def test_doctor_checks_the_installation(demo: Path):
     assert code == 0 and "installation:" in out and "watch extra" in out and "pi extension" in out
     checks = json.loads(invoke("doctor", "--json")[1])["install"]
     assert {c["name"] for c in checks} >= {"watch extra", "mcp extra", "pg extra", "pi on PATH", "pi extension"}
+
+
+def test_the_readme_contents_list_every_section():
+    readme = README.read_text(encoding="utf-8")
+    contents = readme.split("## Contents", 1)[1].split("\n## ", 1)[0]
+    sections = [line[3:].strip() for line in readme.splitlines() if line.startswith("## ") and line != "## Contents"]
+    listed = re.findall(r"^- \[(.+?)\]\(#", contents, flags=re.M)
+    assert listed == sections
+
+
+def test_the_readme_cites_no_spec_a_reader_of_the_repository_does_not_have():
+    assert not re.search(r"\bspec\b|the spec's", README.read_text(encoding="utf-8"))
