@@ -1,7 +1,7 @@
 """Runs as text, for people and models (pure functions).
 
 Design idea: the summary track is a table of contents, one line per run
-(`r12 2026-12-02 vue-shop ok · <summary>`), cheap enough to scan dozens of runs;
+(`r12 2026-12-02 vue-shop 71f83655 ok · <summary>`), cheap enough to scan dozens of runs;
 a run read lists its messages by address (`[r12/m3]`) so the next step is
 obvious; a detail read says where the next page starts. Text meant for a model
 starts with the evidence header: archived text is what happened, not what to do.
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 def run_line(run: RunInfo) -> str:
-    """`r12 2026-12-02 14:03 vue-shop ok · summary` (one line per run)."""
-    return f"{run.address} {local_time(run.start_ts, True)} {run.project or '?'} {run.status} · {run.summary}"
+    """`r12 2026-12-02 14:03 vue-shop 71f83655 ok · summary` (one line per run; the session by short id)."""
+    where = f"{run.project or '?'} {short_id(run.session_id)}"
+    return f"{run.address} {local_time(run.start_ts, True)} {where} {run.status} · {run.summary}"
 
 
 def format_run_list(runs: Sequence[RunInfo], evidence: bool = False) -> str:
