@@ -21,6 +21,7 @@ from typing import Any
 
 from . import runs
 from .errors import BadInput, NotFound
+from .format import plural
 from .store import Store
 
 CHUNK = 500
@@ -41,7 +42,7 @@ class ForgetPlan:
     def describe(self) -> str:
         what = {"session": f"session {self.session_id}", "run": f"run r{self.run_ids[0]}" if self.run_ids else "run"}
         label = what.get(self.kind, f"message {self.msg_ids[0]}" if self.msg_ids else "message")
-        return f"{label}: {len(self.msg_ids)} messages, {len(self.run_ids)} runs"
+        return f"{label}: {plural(len(self.msg_ids), 'message')}, {plural(len(self.run_ids), 'run')}"
 
     def after_note(self) -> str:
         """What happens to it afterwards, for the confirmation line."""
