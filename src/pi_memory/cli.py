@@ -855,7 +855,7 @@ def memory_repair(ctx: click.Context, cwd: Path | None, source: Any, as_json: bo
         _emit_json(result.to_dict())
         return
     click.echo(
-        f"{result.workspace}: new chain {result.new_chain} with {result.kept} events; chain {result.old_chain} "
+        f"{result.workspace}: new chain {result.new_chain} with {plural(result.kept, 'event')}; chain {result.old_chain} "
         f"(broken at event {result.broken_at}: {result.reason}) is kept read-only with {result.left_behind} "
         "untrusted events: re-remember what you still want"
     )

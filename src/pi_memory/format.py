@@ -39,7 +39,7 @@ def short_id(session_id: str) -> str:
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """`1 file`, `2 files`."""
-    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
 
 
 def width(text: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time, short_id
+from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time, plural, short_id
 from .text import clip
 
 if TYPE_CHECKING:
@@ -45,7 +45,9 @@ def format_summary_hits(hits: Sequence[RunHit], query: str, cap: int = SEARCH_CA
 
 
 def _run_header(run: RunInfo) -> list[str]:
-    counts = f"{run.messages} msgs, {run.tool_calls} tool calls, {run.tool_errors} tool errors"
+    counts = (
+        f"{plural(run.messages, 'msg')}, {plural(run.tool_calls, 'tool call')}, {plural(run.tool_errors, 'tool error')}"
+    )
     where = home_path(run.cwd) or run.project or "?"
     return [
         f"# {run.address} · {local_time(run.start_ts, True)} · {where} · session {short_id(run.session_id)} · {run.status} · {counts}",

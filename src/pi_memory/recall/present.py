@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..format import EVIDENCE_HEADER, local_time, short_id
+from ..format import EVIDENCE_HEADER, local_time, plural, short_id
 from .model import HEADER_RESERVE, RECALL_MAX_CHARS, RecallItem, RecallResult
 
 
@@ -42,7 +42,7 @@ def _title(result: RecallResult) -> str:
     what = f"{result.action} {result.query!r}" if result.query else result.action
     where = f"scope {result.scope}" + (f" (session {short_id(result.session_id)})" if result.session_id else "")
     page = f"page {result.page}" + (f", next page {result.next_page}" if result.next_page else "")
-    return f"recall {what} · {where} · {page} · {len(result.items)} records"
+    return f"recall {what} · {where} · {page} · {plural(len(result.items), 'record')}"
 
 
 def format_recall(result: RecallResult, cap: int = RECALL_MAX_CHARS) -> str:
