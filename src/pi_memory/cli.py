@@ -287,10 +287,11 @@ def search(
     How a query works:
     - Its words are OR-ed: a message with any of them can be a hit. Messages with
       more of them, and with the rarer ones, rank first (a rare word weighs more
-      than a common one); the whole query in order ranks highest.
-    - Chinese has no spaces, so it is matched by characters and pairs of
-      characters: 缓存索引 looks for 缓存, 存索 and 索引 (and, weighing less, each
-      character). Traditional and simplified are folded: 寶玉 finds 宝玉.
+      than a common one); holding the whole query in order ranks higher still.
+    - Chinese has no spaces, so it is matched by pairs of characters: 缓存索引
+      looks for 缓存, 存索 and 索引; single characters count too but weigh less
+      (a one-character query finds that character). Traditional and simplified
+      are folded: 寶玉 finds 宝玉.
     - English and identifiers: case does not matter, a word matches whole words,
       and identifiers are split: `api key` finds OPENAI_API_KEY and apiKey.
     - Quotes, AND, OR, NEAR, *, ^ and chars: are plain text, never syntax.
