@@ -710,7 +710,10 @@ def memories_cmd(
 
     with open_archive(ctx) as archive:
         listing = archive.memory_list(cwd, " ".join(query), status=status, kind=kind, session_id=session_id)
-    _emit_or_echo(as_json, listing.to_dict(), format_listing(listing))
+    if as_json:
+        _emit_json(listing.to_dict())
+    else:
+        _echo_marked(format_listing(listing))
 
 
 def _memory_change(action: str, help_text: str) -> click.Command:
