@@ -229,10 +229,10 @@ def _token_pattern(needle: str) -> re.Pattern[str]:
 
 
 def _find_token(norm_text: str, needle: str) -> int:
+    if not needle.isascii():
+        return norm_text.find(needle)
     match = _token_pattern(needle).search(norm_text)
-    if match:
-        return match.start()
-    return norm_text.find(needle) if needle.isascii() else -1
+    return match.start() if match else norm_text.find(needle)
 
 
 def query_phrases_for_snippet(query: str) -> list[str]:
