@@ -24,18 +24,20 @@ from .catalog import SessionListing, list_sessions
 from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .forget import ForgetPlan, plan_target
+from .format import SHORT_ID, short_id
 from .ingest import Importer, ImportReport
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
 from .pg import pg_url
 from .retention import Advice
-from .runs import RunInfo, get_run, list_runs, parse_run_id
+from .runs import RunInfo, address_of, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
 from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, default_db_path
 from .tail import Follower
+from .text import clip
 
 READ_BEFORE, READ_AFTER = 4, 6
 READ_MAX_SIDE = 50
@@ -257,22 +259,44 @@ class Archive:
 
     # --- read ------------------------------------------------------------------------
 
-    def resolve_session(self, prefix: str) -> str:
-        prefix = prefix.strip()
-        if self.store.scalar("SELECT 1 FROM session WHERE id=?", (prefix,)):
-            return prefix
-        if len(prefix) < MIN_PREFIX:
-            raise BadInput(f"session id {prefix!r} is too short: give at least {MIN_PREFIX} characters")
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        ids = [
-            r[0]
-            for r in self.store.rows("SELECT id FROM session WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped + "%",))
-        ]
-        if not ids:
-            raise NotFound(f"no session matches {prefix!r}")
-        if len(ids) > 1:
-            raise BadInput(f"session id {prefix!r} is ambiguous: give more characters")
-        return str(ids[0])
+    def resolve_session(self, ref: str) -> str:
+        """A full session id, its last 8 characters (the short id every listing shows) or a prefix of 8+.
+
+        An ambiguous reference names the sessions it matches, so the person can pick one.
+        """
+        ref = ref.strip()
+        if self.store.scalar("SELECT 1 FROM session WHERE id=?", (ref,)):
+            return ref
+        if len(ref) < MIN_PREFIX:
+            raise BadInput(
+                f"session id {ref!r} is too short: give its last {SHORT_ID} characters (as listed) "
+                f"or at least {MIN_PREFIX} of its start"
+            )
+        escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self.store.rows(
+            """SELECT id, project, first_user FROM session
+               WHERE id LIKE ? ESCAPE '\\' OR id LIKE ? ESCAPE '\\' ORDER BY last_at DESC LIMIT 6""",
+            (escaped + "%", "%" + escaped),
+        )
+        if not rows:
+            raise NotFound(f"no session matches {ref!r}: `pi-memory sessions` lists them")
+        if len(rows) > 1:
+            shown = "; ".join(
+                f"{short_id(r[0])} {r[1] or '?'} {clip(str(r[2] or '').replace(chr(10), ' '), 30, '…')[0]}".rstrip()
+                for r in rows[:5]
+            )
+            more = " …" if len(rows) > 5 else ""
+            raise BadInput(f"session id {ref!r} is ambiguous, pick one of: {shown}{more}")
+        return str(rows[0][0])
+
+    def addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
+        """The `rN/mK` address of each message that belongs to a run (`read` opens it)."""
+        found = {}
+        for msg_id in msg_ids:
+            address = address_of(self.store, int(msg_id))
+            if address is not None:
+                found[int(msg_id)] = address
+        return found
 
     def session_info(self, session_id: str) -> SessionInfo:
         row = self.store.session_row(session_id)

@@ -254,7 +254,10 @@ def fts_and(tokens: list[QueryToken]) -> str:
 # --- snippets ---------------------------------------------------------------------
 
 SNIPPET_RADIUS = 150
-HIT_OPEN, HIT_CLOSE = "【", "】"
+# The hit marker of every snippet (search, recall, memory; text and --json alike): a stable
+# contract. Mathematical white square brackets, U+27E6/U+27E7: they cannot be mistaken for the
+# Chinese 【】 that archived text itself uses, and almost never occur in source or prose.
+HIT_OPEN, HIT_CLOSE = "\u27e6", "\u27e7"
 
 
 def find_first(norm_text: str, needles: list[str]) -> tuple[int, str] | None:
@@ -269,11 +272,18 @@ def find_first(norm_text: str, needles: list[str]) -> tuple[int, str] | None:
     return best
 
 
+@lru_cache(maxsize=4096)
+def _token_pattern(needle: str) -> re.Pattern[str]:
+    # a word must not be found inside a longer word; CJK has no word boundaries
+    if not needle.isascii():
+        return re.compile(re.escape(needle))
+    return re.compile(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])")
+
+
 def _find_token(norm_text: str, needle: str) -> int:
     if not needle.isascii():
         return norm_text.find(needle)
-    # a word must not be found inside a longer word
-    match = re.search(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])", norm_text)
+    match = _token_pattern(needle).search(norm_text)
     return match.start() if match else norm_text.find(needle)
 
 
@@ -288,11 +298,24 @@ def query_phrases_for_snippet(query: str) -> list[str]:
     return sorted(set(runs), key=lambda r: (-len(r), r))
 
 
+def occurrences(norm_text: str, needles: list[str], start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Every occurrence of the needles within [start, end), as non-overlapping spans, longest first wins."""
+    end = len(norm_text) if end is None else end
+    spans: list[tuple[int, int]] = []
+    for needle in sorted({n for n in needles if n}, key=lambda n: (-len(n), n)):
+        for match in _token_pattern(needle).finditer(norm_text, start, end):
+            a, b = match.span()
+            if all(b <= s or a >= e for s, e in spans):
+                spans.append((a, b))
+    return sorted(spans)
+
+
 def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPPET_RADIUS) -> str:
-    """About `radius` chars either side of the first hit, the hit in 【】, one line.
+    """About `radius` chars either side of the first hit, every hit in the window marked, one line.
 
     `needles` may be groups in priority order: the first group with a hit wins
-    (the whole query phrase before its single tokens).
+    (the whole query phrase before its single tokens), and every occurrence of
+    that group's needles in the window is marked with HIT_OPEN/HIT_CLOSE.
     """
     norm = normalize_fast(text)
     # normalization keeps length for nearly all text; if not, cut the normalized form
@@ -302,18 +325,28 @@ def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPP
         if needles and isinstance(needles[0], list)
         else [[n for n in needles if isinstance(n, str)]]
     )
-    hit = None
     for group in groups:
         hit = find_first(norm, group)
         if hit is not None:
-            break
-    if hit is None:
-        out = base[: 2 * radius]
-        return _one_line(out) + ("…" if len(base) > 2 * radius else "")
-    pos, needle = hit
-    start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
-    marked = base[start:pos] + HIT_OPEN + base[pos : pos + len(needle)] + HIT_CLOSE + base[pos + len(needle) : end]
-    return ("…" if start > 0 else "") + _one_line(marked) + ("…" if end < len(base) else "")
+            pos, needle = hit
+            start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
+            spans = occurrences(norm, group, start, end) or [(pos, pos + len(needle))]
+            return (
+                ("…" if start > 0 else "") + _one_line(mark(base, spans, start, end)) + ("…" if end < len(base) else "")
+            )
+    out = base[: 2 * radius]
+    return _one_line(out) + ("…" if len(base) > 2 * radius else "")
+
+
+def mark(text: str, spans: list[tuple[int, int]], start: int = 0, end: int | None = None) -> str:
+    """text[start:end] with each (sorted, non-overlapping) span wrapped in HIT_OPEN/HIT_CLOSE."""
+    end = len(text) if end is None else end
+    parts, at = [], start
+    for a, b in spans:
+        parts += [text[at:a], HIT_OPEN, text[a:b], HIT_CLOSE]
+        at = b
+    parts.append(text[at:end])
+    return "".join(parts)
 
 
 def _one_line(text: str) -> str:

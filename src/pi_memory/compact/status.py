@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..format import plural
 from .config import Settings, load_settings
 from .window import WindowRecord, last_window, list_windows, verify_chain
 
@@ -120,11 +121,11 @@ def format_status(st: CompactStatus) -> str:
     a = st.archive
     lines = _settings_lines(st.settings)
     lines.append(
-        f"archive: {a['path']}, {a['db_bytes']:,} bytes, {a['messages']:,} messages in {a['sessions']:,} sessions"
+        f"archive: {a['path']}, {a['db_bytes']:,} bytes, {plural(a['messages'], 'message')} in {plural(a['sessions'], 'session')}"
     )
     if st.memory is None:
         lines.append("memory: not available in this build")
     else:
         counts = ", ".join(f"{n} {k}" for k, n in st.memory["by_status"].items()) or "none"
-        lines.append(f"memory ({st.memory['workspace']}): {st.memory['records']} records ({counts})")
+        lines.append(f"memory ({st.memory['workspace']}): {plural(st.memory['records'], 'record')} ({counts})")
     return "\n".join(lines + _last_lines(st))
