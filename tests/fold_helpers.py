@@ -49,7 +49,15 @@ class Session:
         for e in self.entries:
             if e["type"] == "message":
                 m = e["message"]
-                out.append({"id": e["id"], "type": "message", "role": m["role"], "ts": m["timestamp"], "call": m.get("toolCallId")})
+                out.append(
+                    {
+                        "id": e["id"],
+                        "type": "message",
+                        "role": m["role"],
+                        "ts": m["timestamp"],
+                        "call": m.get("toolCallId"),
+                    }
+                )
         return out
 
     def persist(self, records: list[dict[str, Any]]) -> None:
@@ -92,7 +100,14 @@ class Session:
         )
 
     def answer(self, text: str) -> None:
-        self.add({"role": "assistant", "content": [{"type": "text", "text": text}], "stopReason": "stop", "timestamp": self.tick()})
+        self.add(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": text}],
+                "stopReason": "stop",
+                "timestamp": self.tick(),
+            }
+        )
 
     def run(self, i: int, tools: list[tuple[str, dict[str, Any], int]]) -> None:
         """One prompt: a request per tool call (each answered), then the final answer."""
@@ -105,7 +120,9 @@ class Session:
         self.answer(f"done with run {i}")
 
     def fold_tool(self, summary: str, keep_last: int = 0) -> dict[str, Any]:
-        out = fold_now(self.entries, self.folds, self.cfg, self.lookup, self.tick(), summary=summary, keep_last=keep_last)
+        out = fold_now(
+            self.entries, self.folds, self.cfg, self.lookup, self.tick(), summary=summary, keep_last=keep_last
+        )
         self.persist(out["records"])
         return out
 

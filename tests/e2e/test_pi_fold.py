@@ -42,12 +42,17 @@ def run_replies(n: int) -> list[dict[str, Any]]:
     if n == FOLD_RUN:
         replies.append({"content": [{"type": "toolCall", "name": "fold", "arguments": {"summary": SUMMARY}}]})
     if n == READ_RUN:
-        replies.append({"content": [{"type": "toolCall", "name": "session_read", "arguments": {"address": "FROM_FOLD"}}]})
+        replies.append(
+            {"content": [{"type": "toolCall", "name": "session_read", "arguments": {"address": "FROM_FOLD"}}]}
+        )
     replies.append({"content": f"run {n} done"})
     return replies
 
 
-SCRIPT = {"turns": [{"match": f"fold run {n}:", "replies": run_replies(n)} for n in range(1, RUNS + 1)], "fallback": "OK."}
+SCRIPT = {
+    "turns": [{"match": f"fold run {n}:", "replies": run_replies(n)} for n in range(1, RUNS + 1)],
+    "fallback": "OK.",
+}
 
 
 class FoldWorld(World):
@@ -197,12 +202,16 @@ def test_folding_shrinks_requests_keeps_the_prefix_byte_stable_and_loses_nothing
     without = [request_tokens(p) for p in plain]
     ratio_last = with_fold[-1] / without[-1]
     ratio_mean = sum(with_fold) / sum(without)
-    print(f"\nfold e2e: last request {with_fold[-1]:,} vs {without[-1]:,} tokens (ratio {ratio_last:.2f}); "
-          f"mean ratio {ratio_mean:.2f}")
+    print(
+        f"\nfold e2e: last request {with_fold[-1]:,} vs {without[-1]:,} tokens (ratio {ratio_last:.2f}); "
+        f"mean ratio {ratio_mean:.2f}"
+    )
     assert ratio_last < 0.5 and ratio_mean < 0.8
 
     # the session's fold records: stubs, the model's block, a level merge
-    session_file = next(p for p in fworld.session_files() if canon(json.loads(p.read_text().splitlines()[0])["cwd"]) == canon(str(on)))
+    session_file = next(
+        p for p in fworld.session_files() if canon(json.loads(p.read_text().splitlines()[0])["cwd"]) == canon(str(on))
+    )
     entries = [json.loads(line) for line in session_file.read_text(encoding="utf-8").splitlines()[1:]]
     records = [e["data"] for e in entries if e.get("type") == "custom" and e.get("customType") == "pi-memory-fold"]
     kinds = {r["kind"] for r in records}
@@ -211,7 +220,10 @@ def test_folding_shrinks_requests_keeps_the_prefix_byte_stable_and_loses_nothing
 
     # (b) every request starts with the previous one's messages, except at a request that made new
     # fold records, where what changed is exactly the new records' texts
-    assert all(p.get("tools") == folded[0].get("tools") and p.get("systemPrompt") == folded[0].get("systemPrompt") for p in folded)
+    assert all(
+        p.get("tools") == folded[0].get("tools") and p.get("systemPrompt") == folded[0].get("systemPrompt")
+        for p in folded
+    )
     counts = [r["folds"] for r in recorded(on_payloads)]
     breaks = [i for i in range(1, len(folded)) if not appends(folded[i - 1], folded[i])]
     assert breaks and all(counts[i] > counts[i - 1] for i in breaks)
@@ -221,11 +233,17 @@ def test_folding_shrinks_requests_keeps_the_prefix_byte_stable_and_loses_nothing
 
     # (c) the stub's address reads the folded output back exactly through session_read
     by_id = {e["id"]: e for e in entries if e.get("type") == "message"}
-    reads = [e["message"] for e in entries if e.get("type") == "message" and e["message"].get("toolName") == "session_read"]
+    reads = [
+        e["message"] for e in entries if e.get("type") == "message" and e["message"].get("toolName") == "session_read"
+    ]
     assert reads, "the model's session_read did not run"
     answer = text(reads[0])
     cited = next(
-        it for r in records if r["kind"] == "stubs" for it in r["items"] if it.get("address") and it["address"] in answer
+        it
+        for r in records
+        if r["kind"] == "stubs"
+        for it in r["items"]
+        if it.get("address") and it["address"] in answer
     )
     original = text(by_id[cited["entry"]]["message"])
     assert len(original) >= READ_CHARS // 2 and original in answer

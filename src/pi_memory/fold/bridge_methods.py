@@ -89,5 +89,9 @@ def read_address(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         raw=bool(params.get("raw")),
         thinking=bool(params.get("thinking")),
     )
-    text = format_detail(found, evidence=True) if hasattr(found, "next_offset") else format_run_window(found, evidence=True)
+    text = (
+        format_detail(found, evidence=True)
+        if hasattr(found, "next_offset")
+        else format_run_window(found, evidence=True)
+    )
     return {"text": text, "found": found.to_dict()}

@@ -176,7 +176,9 @@ def complete_ends(view: ContextView, start: int, limit: int) -> list[int]:
     return ends
 
 
-def _span_items(view: ContextView, applied: Applied, start: int, end: int, addresses: Mapping[str, str], cfg: FoldSettings) -> list[Item]:
+def _span_items(
+    view: ContextView, applied: Applied, start: int, end: int, addresses: Mapping[str, str], cfg: FoldSettings
+) -> list[Item]:
     """Items of messages[start..end] in order: earlier folds' items, then raw results and user messages."""
     items: list[Item] = []
     by_entry = {i.entry: i for r in applied.top_records() if r.kind == "stubs" for i in r.items}

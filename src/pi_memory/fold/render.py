@@ -98,12 +98,12 @@ def _summary_lines(summaries: Sequence[dict[str, str]], each: int, total: int) -
     return list(reversed(lines))
 
 
-def merge_text(fold_id: str, level: int, items: Sequence[Item], summaries: Sequence[dict[str, str]], before: int) -> str:
+def merge_text(
+    fold_id: str, level: int, items: Sequence[Item], summaries: Sequence[dict[str, str]], before: int
+) -> str:
     """Level 2 lists every entry by run, compactly; level 3 and up only counts per run."""
     groups = _runs(items)
-    head = (
-        f"[pi-memory fold {fold_id} · level {level} · {len(items)} entries from {_span(groups)}, {before:,} chars]"
-    )
+    head = f"[pi-memory fold {fold_id} · level {level} · {len(items)} entries from {_span(groups)}, {before:,} chars]"
     lines = [head]
     each, total = (300, 3000) if level == 2 else (120, 1500)
     if summaries:

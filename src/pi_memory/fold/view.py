@@ -62,8 +62,10 @@ class ContextView:
     call_at: dict[str, int] = field(default_factory=dict)  # tool call id -> assistant message index
     calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool call id -> toolCall block
     result_at: dict[str, int] = field(default_factory=dict)  # tool call id -> toolResult index
+    at: dict[str, int] = field(default_factory=dict)  # entry id -> message index
 
     def __post_init__(self) -> None:
+        self.at = {entry_id: i for i, entry_id in enumerate(self.ids) if entry_id is not None}
         for i, msg in enumerate(self.messages):
             role = msg.get("role")
             if role == "compactionSummary":
@@ -79,10 +81,7 @@ class ContextView:
                 self.result_at[str(msg["toolCallId"])] = i
 
     def index_of(self, entry_id: str) -> int | None:
-        try:
-            return self.ids.index(entry_id)
-        except ValueError:
-            return None
+        return self.at.get(entry_id)
 
     @property
     def current_run(self) -> int:
