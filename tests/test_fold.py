@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from fold_helpers import Session, appended, body
-
 from pi_memory.fold.apply import folded_messages
 from pi_memory.fold.plan import FoldSettings, plan_block
 from pi_memory.fold.records import Item, parse_records

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
-from fold_helpers import Session
 
+from fold_helpers import Session
 from pi_memory.bridge import METHODS
 from pi_memory.cli import cli
 

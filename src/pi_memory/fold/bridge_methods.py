@@ -14,6 +14,7 @@ from typing import Any
 from ..api import Archive
 from ..bridge import BadParams, method, opt_int, opt_str, req_str
 from ..compact.config import load_settings
+from ..detail import MessageDetail
 from ..runview import format_detail, format_run_window
 from .plan import FoldSettings
 from .service import Lookup, fold_now, on_context, status
@@ -89,9 +90,8 @@ def read_address(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         raw=bool(params.get("raw")),
         thinking=bool(params.get("thinking")),
     )
-    text = (
-        format_detail(found, evidence=True)
-        if hasattr(found, "next_offset")
-        else format_run_window(found, evidence=True)
-    )
+    if isinstance(found, MessageDetail):
+        text = format_detail(found, evidence=True)
+    else:
+        text = format_run_window(found, evidence=True)
     return {"text": text, "found": found.to_dict()}
