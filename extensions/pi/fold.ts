@@ -45,7 +45,7 @@ export function foldsBeforeCompaction(branch: any[]): number {
 
 /** What ties a context message to its entry: id, role, timestamp, tool call id (no content). */
 export function slimEntries(entries: any[]): any[] {
-  return entries.flatMap((e) => {
+  return entries.flatMap((e): any[] => {
     if (e?.type === "message") {
       const m = e.message ?? {};
       return [{ id: e.id, type: "message", role: m.role, ts: m.timestamp, call: m.toolCallId ?? null }];
