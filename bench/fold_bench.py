@@ -74,9 +74,15 @@ def project(home: Path, name: str, runs: int, fold: dict[str, Any]) -> Path:
     return cwd
 
 
+WIRE_KEYS = ("role", "content", "toolCallId", "toolName", "isError")
+
+
 def serialised(payload: dict[str, Any]) -> str:
+    """What a provider is sent, in order: system prompt, tools, then each message's role and content
+    (pi's own bookkeeping on messages, such as usage and timestamps, never goes on the wire)."""
     parts = [payload.get("systemPrompt") or "", json.dumps(payload.get("tools"), ensure_ascii=False)]
-    parts += [json.dumps(m, ensure_ascii=False, sort_keys=True) for m in payload["messages"]]
+    for m in payload["messages"]:
+        parts.append(json.dumps({k: m[k] for k in WIRE_KEYS if k in m}, ensure_ascii=False))
     return "\n".join(parts)
 
 
@@ -86,7 +92,15 @@ def prefix_share(prev: str, cur: str) -> float:
 
 
 def session(pi: Any, env: dict[str, str], cwd: Path, runs: int, payloads: Path, log: Any) -> float:
-    cmd = [str(pi.pi), "-e", str(E2E / "faux-provider.ts"), "-e", str(E2E / "payload-recorder.ts"), "-e", str(EXTENSION)]
+    cmd = [
+        str(pi.pi),
+        "-e",
+        str(E2E / "faux-provider.ts"),
+        "-e",
+        str(E2E / "payload-recorder.ts"),
+        "-e",
+        str(EXTENSION),
+    ]
     cmd += ["--model", "faux/faux-1", "-nc", "-ns", "-np", "--mode", "rpc"]
     rpc = PiRpc(cmd, cwd, dict(env, PI_E2E_PAYLOADS=str(payloads)), log, settles=pi.major >= 1)
     start = time.perf_counter()
@@ -115,57 +129,69 @@ def measure(payloads: Path) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=100)
-    ap.add_argument("--pi", default="1.6.0")
-    ap.add_argument("--json", type=Path)
-    args = ap.parse_args()
-    pi = ensure_pi(args.pi)
+def environment(pi: Any, home: Path, agent: Path) -> dict[str, str]:
+    return pi.env(
+        dict(
+            os.environ,
+            HOME=str(home),
+            PI_OFFLINE="1",
+            PI_CODING_AGENT_DIR=str(agent),
+            PI_MEMORY_DB=str(home / "archive.db"),
+            PI_FAUX_SCRIPT=str(home / "script.json"),
+            PI_MEMORY_BRIDGE=f"{sys.executable} -m pi_memory bridge",
+            PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            TMPDIR=str(home),
+        )
+    )
+
+
+def bench(version: str, runs: int) -> dict[str, Any]:
+    """Both sessions (folding on with the defaults, folding off) on one pi version."""
+    pi = ensure_pi(version)
+    results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="fold-bench-") as tmp:
         home = Path(tmp)
         agent = home / ".pi" / "agent"
         agent.mkdir(parents=True)
         (agent / "settings.json").write_text(json.dumps({"compaction": {"enabled": False}}), encoding="utf-8")
-        (home / "script.json").write_text(json.dumps(script(args.runs)), encoding="utf-8")
-        env = pi.env(
-            dict(
-                os.environ,
-                HOME=str(home),
-                PI_OFFLINE="1",
-                PI_CODING_AGENT_DIR=str(agent),
-                PI_MEMORY_DB=str(home / "archive.db"),
-                PI_FAUX_SCRIPT=str(home / "script.json"),
-                PI_MEMORY_BRIDGE=f"{sys.executable} -m pi_memory bridge",
-                PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                TMPDIR=str(home),
-            )
-        )
-        results: dict[str, Any] = {}
+        (home / "script.json").write_text(json.dumps(script(runs)), encoding="utf-8")
+        env = environment(pi, home, agent)
         with open(home / "pi-stderr.log", "w", encoding="utf-8") as log:
             for name, fold in (("folding", {}), ("no_folding", {"enabled": False})):
-                cwd = project(home, name, args.runs, fold)
-                seconds = session(pi, env, cwd, args.runs, home / f"{name}.jsonl", log)
+                cwd = project(home, name, runs, fold)
+                seconds = session(pi, env, cwd, runs, home / f"{name}.jsonl", log)
                 results[name] = dict(measure(home / f"{name}.jsonl"), seconds=round(seconds, 1))
-    on, off = results["folding"], results["no_folding"]
-    print(f"fold bench: {args.runs} runs, pi {args.pi}, default fold settings")
-    print(f"{'':14} {'requests':>9} {'tokens p50':>11} {'tokens last':>12} {'prefix share':>13} {'p10':>6} {'breaks':>7} {'seconds':>8}")
-    for name, r in results.items():
+    results["tokens_ratio"] = round(
+        results["folding"]["input_tokens_total"] / results["no_folding"]["input_tokens_total"], 3
+    )
+    return results
+
+
+def show(version: str, runs: int, results: dict[str, Any]) -> None:
+    print(f"fold bench: {runs} runs, pi {version}, default fold settings")
+    print(
+        f"{'':14} {'requests':>9} {'tokens p50':>11} {'tokens last':>12} {'prefix share':>13} {'p10':>6} {'breaks':>7} {'seconds':>8}"
+    )
+    for name in ("folding", "no_folding"):
+        r = results[name]
         print(
             f"{name:14} {r['requests']:>9} {r['input_tokens_p50']:>11,} {r['input_tokens_last']:>12,} "
             f"{r['prefix_share_mean']:>13.1%} {r['prefix_share_p10']:>6.1%} {r['prefix_breaks']:>7} {r['seconds']:>8}"
         )
-    ratio = on["input_tokens_total"] / off["input_tokens_total"]
-    print(f"input tokens over the session, folding / no folding: {ratio:.2f}")
+    print(f"input tokens over the session, folding / no folding: {results['tokens_ratio']:.2f}\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--runs", type=int, default=100)
+    ap.add_argument("--pi", default="1.6.0,0.73.1", help="pi versions, comma-separated")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    out: dict[str, Any] = {"commit": git_commit(), "machine": machine(), "runs": args.runs, "pi": {}}
+    for version in [v.strip() for v in args.pi.split(",")]:
+        out["pi"][version] = bench(version, args.runs)
+        show(version, args.runs, out["pi"][version])
     if args.json:
-        out = {
-            "commit": git_commit(),
-            "machine": machine(),
-            "pi": args.pi,
-            "runs": args.runs,
-            "results": results,
-            "tokens_ratio": round(ratio, 3),
-        }
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
 
 

@@ -256,3 +256,42 @@ def test_folding_shrinks_requests_keeps_the_prefix_byte_stable_and_loses_nothing
     # except what folds made at that very request changed (checked as in (b))
     for mark in (marks["reload"], marks["resume"]):
         assert appends(folded[mark - 1], folded[mark]) or counts[mark] > counts[mark - 1]
+
+
+def test_folds_before_a_compaction_go_with_it_and_the_checkpoint_cites_the_folded_entries(fworld: FoldWorld) -> None:
+    cwd = fworld.fold_project("fold-compact", {"afterRuns": 2})
+    settings = {"compaction": {"keepRecentTokens": 4000}, "retry": {"baseDelayMs": 100}}  # keeps about two runs
+    (fworld.agent_dir / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
+    payloads = fworld.tmp / "compact.jsonl"
+    rpc = fworld.rpc(cwd, env=fworld.env_for(payloads))
+    for n in range(1, 9):
+        rpc.prompt(f"fold run {n}: read the next file")
+    before = len(requests(payloads))
+    rpc.request({"type": "compact"})
+    for n in range(11, 16):  # runs without the fold tool or session_read
+        rpc.prompt(f"fold run {n}: read the next file")
+    assert rpc.close() == 0
+
+    (session_file,) = [
+        p for p in fworld.session_files() if json.loads(p.read_text().splitlines()[0])["cwd"] == str(cwd)
+    ]
+    entries = [json.loads(line) for line in session_file.read_text(encoding="utf-8").splitlines()[1:]]
+    (compaction,) = [e for e in entries if e["type"] == "compaction"]
+    assert compaction.get("fromHook") and compaction["details"].get("sourceHash")  # pi-memory's takeover, unchanged
+    records = [e["data"] for e in entries if e.get("type") == "custom" and e.get("customType") == "pi-memory-fold"]
+    at = entries.index(compaction)
+    ids = [e["id"] for e in entries]
+    old = [s for r in records if r["kind"] == "stubs" for s in r["stubs"] if ids.index(s["entry"]) < at]
+    cut = ids.index(compaction["firstKeptEntryId"])
+    gone = [s for s in old if ids.index(s["entry"]) < cut]
+    assert gone and any(s["entry"] in compaction["summary"] for s in gone)  # cited by entry id like any other
+
+    after = requests(payloads)[before:]
+    assert after and all(orphans(p) == [] for p in after)
+    for p in after:  # a compacted-away entry's stub is not in any later request
+        texts = {text(m) for m in p["messages"]}
+        assert not any(s["text"] in texts for s in gone)
+    later = [r for r in records if entries.index(next(e for e in entries if e.get("data") is r)) > at]
+    assert any(r["kind"] == "stubs" for r in later)  # folding goes on after the compaction
+    last = after[-1]["messages"]
+    assert any(text(m).startswith("[read ") for m in last)
