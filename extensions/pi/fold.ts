@@ -100,7 +100,8 @@ export function registerFold(pi: ExtensionAPI, deps: FoldDeps): void {
         FOLD_TIMEOUT_MS,
       );
     } catch (e: any) {
-      warnOnce(ctx, e?.message ?? String(e));
+      // a dead or hung bridge is already reported once by index.ts; say only what else went wrong
+      if (e?.code !== "bridge_down" && e?.code !== "timeout") warnOnce(ctx, e?.message ?? String(e));
       return undefined;
     }
     persist(r?.records);
