@@ -9,6 +9,7 @@ from pi_memory.fold.apply import folded_messages
 from pi_memory.fold.plan import FoldSettings, plan_block
 from pi_memory.fold.records import Item, parse_records
 from pi_memory.fold.render import args_text, stub_text
+from pi_memory.fold.service import fold_now
 from pi_memory.fold.status import fold_status
 from pi_memory.fold.view import view_from_entries, view_from_messages
 
@@ -166,3 +167,20 @@ def test_folding_shrinks_a_long_session_several_times() -> None:
 
 def test_bad_records_are_skipped() -> None:
     assert parse_records([{"kind": "nope"}, 3, {"id": "f1", "kind": "stubs", "stubs": "bad"}]) == []
+
+
+def test_the_fold_command_stubs_every_old_output_now_including_the_last_run_when_idle() -> None:
+    s = session_of(2)
+    out = fold_now(s.entries, s.folds, s.cfg, s.lookup, s.tick())
+    (rec,) = out["records"]
+    assert rec["kind"] == "stubs" and rec["trigger"] == "command" and len(rec["stubs"]) == 4
+    assert "Folded: f1" in out["text"]
+    s.persist(out["records"])
+    assert fold_now(s.entries, s.folds, s.cfg, s.lookup, s.tick())["text"].startswith("nothing to fold")
+
+
+def test_folding_off_answers_the_tool_and_leaves_the_context() -> None:
+    s = Session(cfg=FoldSettings(enabled=False))
+    for i in range(1, 6):
+        s.run(i, TOOLS)
+    assert s.folds == [] and "off" in fold_now(s.entries, [], s.cfg, s.lookup, 1, summary="x")["text"]
