@@ -455,6 +455,22 @@ class Archive:
         with self.store.read():
             return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
 
+    # --- in-session folding (pi_memory.fold) --------------------------------------------
+
+    def fold_addresses(self, session_id: str, entry_ids: list[str]) -> dict[str, str]:
+        """pi entry id -> run address (`r12/m4`) for the entries of a session the archive has in runs."""
+        from .fold.archive import addresses_for_entries
+
+        with self.store.read():
+            return addresses_for_entries(self.store, session_id, entry_ids)
+
+    def fold_records(self, session: str) -> tuple[list[Any], int]:
+        """A session's fold records in order, and how many precede its last compaction."""
+        from .fold.archive import session_fold_records
+
+        with self.store.read():
+            return session_fold_records(self.store, self.resolve_session(session))
+
     # --- runs: navigation summaries, addressed reads, forget ---------------------------
 
     def runs(

@@ -428,3 +428,4 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
 
 
 from .compact import bridge_methods as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)
+from .fold import bridge_methods as _fold_methods  # noqa: E402, F401  (registers the fold_* methods)
