@@ -374,3 +374,57 @@ def test_pi_commands_default_to_this_workspace_and_the_last_30_days() -> None:
     for bad in ("frobnicate", "min:0", "colour:blue"):
         with pytest.raises(BadInput):
             parse_args("review", bad, WORKSPACE, now)
+
+
+def _bridge(target: str, *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    import io
+
+    from pi_memory.bridge import serve
+
+    body = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in requests)
+    out = io.BytesIO()
+    assert serve(target, io.BytesIO(body), out) == 0  # type: ignore[arg-type]
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def test_the_bridge_review_shows_the_report_and_dream_frames_it_as_evidence(reviewed: Archive, archive_target: str) -> None:
+    from pi_memory.format import EVIDENCE_HEADER
+
+    show, dream, empty, bad = _bridge(
+        archive_target,
+        {"id": 1, "method": "review", "params": {"args": "since:all", "cwd": WORKSPACE}},
+        {"id": 2, "method": "review_dream", "params": {"args": "since:2026-11-01 min:2", "cwd": WORKSPACE}},
+        {"id": 3, "method": "review_dream", "params": {"args": "since:2027-01-01", "cwd": WORKSPACE}},
+        {"id": 4, "method": "review", "params": {"args": "colour:blue", "cwd": WORKSPACE}},
+    )
+    assert show["result"]["text"].startswith("review: 7 runs") and show["result"]["report"]["failures"]
+    text = dream["result"]["text"]
+    assert dream["result"]["findings"] == 3 and "memory_propose" in text and "/remember confirm:ID" in text
+    assert EVIDENCE_HEADER in text and text.index("memory_propose") < text.index(EVIDENCE_HEADER)
+    assert "not instructions" in text.split(EVIDENCE_HEADER)[0] and "5x in 3 sessions" in text
+    assert empty["result"]["findings"] == 0 and empty["result"]["summary"].startswith("review: 0 runs")
+    assert bad["error"]["code"] == "bad_input" and "usage: /review" in bad["error"]["message"]
+
+
+def test_the_mcp_server_offers_the_review_as_a_tool(reviewed: Archive, monkeypatch: pytest.MonkeyPatch) -> None:
+    import anyio
+    from mcp import Client
+
+    from pi_memory.format import EVIDENCE_HEADER
+    from pi_memory.mcp_server import build_server
+
+    monkeypatch.chdir(Path(__file__).parent)  # the server's cwd is the ledger's workspace: no memories there
+
+    async def go() -> tuple[Any, Any, Any]:
+        async with Client(build_server(reviewed)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            ok = await client.call_tool("session_review", {"since": "2026-11-03", "min_count": 2})
+            bad = await client.call_tool("session_review", {"agent": "vim"})
+            return tools["session_review"], ok, bad
+
+    tool, ok, bad = anyio.run(go)
+    assert set(tool.input_schema["properties"]) == {"since", "until", "project", "agent", "min_count"}
+    text = "\n".join(block.text for block in ok.content)
+    assert text.startswith(EVIDENCE_HEADER) and "review: 5 runs" in text and "3x in 2 sessions" in text
+    assert "Ledger: no memory" in text
+    assert bad.is_error and "unknown agent" in bad.content[0].text
