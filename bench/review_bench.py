@@ -223,6 +223,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per measurement; the best is kept")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--json", type=Path, help="write the results here (e.g. bench/results/review.json)")
+    parser.add_argument("--keep", type=Path, help="build the archive at this path and keep it (default: a temp dir)")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     if args.db:
@@ -230,7 +231,7 @@ def main() -> None:
     else:
         maker, done = SessionMaker(args.seed), 0
         with tempfile.TemporaryDirectory() as tmp:
-            db = Path(tmp) / "review.db"
+            db = args.keep or Path(tmp) / "review.db"
             with Archive.open(db) as archive:
                 for size in [int(s) for s in args.sizes.split(",")]:
                     started = time.perf_counter()

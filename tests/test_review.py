@@ -173,10 +173,21 @@ def test_the_collector_groups_failures_and_finds_the_run_where_the_command_passe
     c.add(_run(2, "b", 200, {"commands": [_cmd("cd /x && make test", 2, 5, 6), _cmd("make test", 0, 7, 8)]}))
     c.add(_run(3, "b", 300, {"commands": [_cmd("make test", 0, 9, 10)]}))
     (found,) = c.recurring()
-    assert (found.signature, found.count, len(found.sessions), found.hit_runs) == ("bash: make test", 2, 2, [1, 2])
+    assert (found.signature, found.count, len(found.sessions), found.runs) == ("bash: make test", 2, 2, 2)
+    assert list(found.hit_times) == [100, 200]
     assert found.fixed_in == [2] and found.last_ok and found.detail == "make: *** [test] Error 2"
     assert found.evidence.msg_ids() == [2, 6]
     assert "passed again in r2" in draft_rule(found)
+
+
+def test_a_command_whose_result_is_a_tool_error_without_an_exit_code_failed_too() -> None:
+    c = Collector()
+    for rid in (1, 2):
+        timeout = {rid * 10 + 1: ("bash", "Command timed out after 120 seconds")}
+        c.add(_run(rid, "s", rid * 100, {"commands": [_cmd("npm run e2e", None, rid * 10, rid * 10 + 1)]}, timeout))
+    (found,) = c.recurring()
+    assert found.signature == "bash: npm run e2e" and found.count == 2 and found.detail.startswith("Command timed out")
+    assert not [f for f in c.failures.values() if f.kind == "tool_error"]  # counted once, as the command
 
 
 def test_a_correction_is_about_what_the_previous_run_of_its_session_did() -> None:
@@ -387,7 +398,9 @@ def _bridge(target: str, *requests: dict[str, Any]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
-def test_the_bridge_review_shows_the_report_and_dream_frames_it_as_evidence(reviewed: Archive, archive_target: str) -> None:
+def test_the_bridge_review_shows_the_report_and_dream_frames_it_as_evidence(
+    reviewed: Archive, archive_target: str
+) -> None:
     from pi_memory.format import EVIDENCE_HEADER
 
     show, dream, empty, bad = _bridge(

@@ -12,6 +12,7 @@ stays flat however many messages the runs hold.
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,8 +78,9 @@ class Finding:
     detail: str = ""  # the error's telling line (failures) or the cues seen (corrections)
     count: int = 0
     sessions: set[str] = field(default_factory=set)
-    hit_runs: list[int] = field(default_factory=list)  # run ids, each once, in time order
-    hit_times: list[int] = field(default_factory=list)  # their start times (the ledger counts these)
+    runs: int = 0  # distinct runs it happened in
+    last_run: int = 0
+    hit_times: array[int] = field(default_factory=lambda: array("q"))  # those runs' start times, for the ledger
     first_ts: int = 0
     last_ts: int = 0
     evidence: Evidence = field(default_factory=Evidence)
@@ -94,8 +96,9 @@ class Finding:
     def hit(self, run: RunRow, msg_id: int, ts: int) -> None:
         self.count += 1
         self.sessions.add(run.session_id)
-        if not self.hit_runs or self.hit_runs[-1] != run.id:
-            self.hit_runs.append(run.id)
+        if self.last_run != run.id:
+            self.runs += 1
+            self.last_run = run.id
             self.hit_times.append(run.start_ts)
         self.first_ts = self.first_ts or ts
         self.last_ts = max(self.last_ts, ts)
@@ -152,7 +155,7 @@ class Collector:
         self.retries: list[tuple[int, int, int, Retry]] = []  # a min-heap on (times, run id, order)
         self.longest: dict[str, list[tuple[int, int, RunCost]]] = {"messages": [], "tool_calls": [], "wall_ms": []}
         self.previous: dict[str, _Previous] = {}
-        self.run_times: list[int] = []
+        self.run_times: array[int] = array("q")  # every run's start time: 8 bytes a run
         self.sessions: set[str] = set()
         self.totals: Counter[str] = Counter(
             dict.fromkeys(("runs", "messages", "tool_calls", "tool_errors", "corrections", "retries"), 0)
@@ -175,7 +178,11 @@ class Collector:
         self._cost(run)
 
     def _count(self, run: RunRow) -> None:
-        self.totals.update(runs=1, messages=run.messages, tool_calls=run.tool_calls, tool_errors=run.tool_errors)
+        totals = self.totals
+        totals["runs"] += 1
+        totals["messages"] += run.messages
+        totals["tool_calls"] += run.tool_calls
+        totals["tool_errors"] += run.tool_errors
 
     def _commands(self, run: RunRow) -> set[int]:
         """Failing commands grouped by signature, later passes of them, repeated commands."""
@@ -185,7 +192,8 @@ class Collector:
             text, code, msgs = str(command.get("text") or ""), command.get("exit"), command.get("msgs") or [0]
             signature = command_signature(text)
             repeats.setdefault(signature, []).append(int(msgs[0]))
-            if isinstance(code, int) and code != 0:
+            # failed: a non-zero exit, or a result that is a tool error without one (a timeout, a kill)
+            if (isinstance(code, int) and code != 0) or (len(msgs) > 1 and int(msgs[-1]) in run.errors):
                 covered.add(int(msgs[-1]))
                 self._failed_command(run, signature, text, int(msgs[-1]), code)
             elif code == 0 and signature in self.failures:
@@ -195,7 +203,7 @@ class Collector:
                 self._retry(Retry(run.id, signature, len(ids), ids))
         return covered
 
-    def _failed_command(self, run: RunRow, signature: str, text: str, msg_id: int, code: int) -> None:
+    def _failed_command(self, run: RunRow, signature: str, text: str, msg_id: int, code: Any) -> None:
         found = self.failures.get(signature)
         if found is None:
             error = error_line(run.errors.get(msg_id, ("", ""))[1])

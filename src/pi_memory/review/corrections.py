@@ -24,9 +24,9 @@ CUES: list[tuple[str, re.Pattern[str]]] = [
     ("不要", re.compile(r"不要")),
     ("别", re.compile(r"(?<![特区分识类级告离性个差派判鉴辨道送惜])别(?![人的处名称针致墅具])")),
     ("不对", re.compile(r"不对")),
-    ("错了", re.compile(r"(?:搞|弄|改|写|做|用|说|理解|你)?错了")),
+    ("错了", re.compile(r"错了")),
     ("不是这样", re.compile(r"不是(?:这样|这个|我要的|让你)")),
-    ("又", re.compile(r"(?:怎么|为什么|你|又一次)?又(?:错|来|把|在|改|删|忘|犯|没|是|跑|搞|弄|加|写)")),
+    ("又", re.compile(r"又(?:错|来|把|在|改|删|忘|犯|没|是|跑|搞|弄|加|写)")),
     ("撤销", re.compile(r"撤销|撤回|回滚|还原|改回")),
     ("停", re.compile(r"停下|停止|先停|别再")),
     ("我说过", re.compile(r"我(?:说|讲)(?:过|了)|我不是说")),
@@ -48,14 +48,31 @@ CUES: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+# Most user messages are not corrections: a message none of these strings occurs in (lowercased)
+# is not one, and the cue patterns are only tried on the others. Each cue pattern needs one of them.
+_TRIGGERS = (
+    "不要", "别", "不对", "错了", "不是", "又", "撤", "回滚", "还原", "改回", "停", "我说", "我讲",
+    "don't", "dont", "do not", "stop", "wrong", "revert", "undo", "roll", "put it back", "i said", "i told",
+    "i asked", "i already", "not what", "that's not", "thats not", "that is not", "why did", "why do",
+    "why would", "shouldn", "should not", "again",
+)  # fmt: skip
+
+
+def _may_be_correction(head: str) -> bool:
+    lowered = head.lower()
+    return lowered.lstrip().startswith("no") or any(t in lowered for t in _TRIGGERS)
+
+
 def opening(text: str, limit: int = OPENING_CHARS) -> str:
     """The start of a message without code (inline or fenced): where a correction says what it is."""
-    return _CODE.sub(" ", text)[:limit]
+    return (_CODE.sub(" ", text) if "`" in text else text)[:limit]
 
 
 def correction_cues(text: str) -> list[str]:
     """The cues that make this user message a correction, in the order of `CUES`; empty if none."""
     head = opening(text)
+    if not _may_be_correction(head):
+        return []
     return [name for name, pattern in CUES if pattern.search(head)]
 
 

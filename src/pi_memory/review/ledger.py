@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ class Side:
         return {"runs": self.runs, "hits": self.hits, "rate": self.rate, "from": self.start, "to": self.end}
 
 
-def split(created: int, run_times: list[int], hit_times: list[int]) -> tuple[Side, Side]:
+def split(created: int, run_times: Sequence[int], hit_times: Sequence[int]) -> tuple[Side, Side]:
     """(before, after) the memory's creation time; both lists sorted ascending (run start times).
 
     A run that starts at or after `created` is after: the memory existed when it began.

@@ -75,7 +75,7 @@ def failure_dict(f: Finding, addresses: Addresses) -> dict[str, Any]:
         "example": f.example,
         "error": f.detail,
         "count": f.count,
-        "runs": len(f.hit_runs),
+        "runs": f.runs,
         "sessions": len(f.sessions),
         "first_seen": f.first_ts,
         "last_seen": f.last_ts,
@@ -167,7 +167,7 @@ def ledger_rows(
 def _ledger_row(
     c: Collector, memory: MemoryInfo, link: str, key: str, signature: str, f: Finding | None
 ) -> dict[str, Any]:
-    before, after = split(memory.created_ts, c.run_times, f.hit_times if f else [])
+    before, after = split(memory.created_ts, c.run_times, f.hit_times if f else ())
     return {
         "memory_id": memory.id,
         "memory": memory.body,

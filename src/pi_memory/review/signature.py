@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
 SIGNATURE_MAX = 120  # a signature is shown and typed (`review link`): one line
 ERROR_LINE_MAX = 100
@@ -29,7 +30,6 @@ _TEMP_NAME = re.compile(r"(?<![<\w])(?:tmp|temp)[\w.-]*(?![\w>])|\bpytest-(?:of-
 _ABS_PATH = re.compile(r"(?<![\w.])~?/(?:[\w.@+-]+/)+([\w.@+-]+)")
 # numbers, but not file descriptors in redirections (`2>&1`) nor digits inside names (`python3`)
 _NUMBER = re.compile(r"(?<![A-Za-z_>&])\d+(?:\.\d+)?(?![A-Za-z_>])")
-_SPACE = re.compile(r"\s+")
 # how telling an error line is, best first: a named exception, then a verdict, then any complaint
 _TELLING = [
     re.compile(r"\b\w*(?:Error|Exception)\b|\bpanicked\b"),
@@ -40,13 +40,20 @@ _EXIT_LINE = re.compile(r"^\s*(?:command )?exit(?:ed)? (?:with )?code \d+\s*$", 
 
 
 def _strip_variable_parts(text: str) -> str:
-    text = _UUID.sub("<id>", text)
-    text = _TEMP_PATH.sub("<tmp>", text)
-    text = _TEMP_NAME.sub("<tmp>", text)
-    text = _ABS_PATH.sub(r"\1", text)
-    text = _HASH.sub("<hash>", text)
-    text = _NUMBER.sub("<n>", text)
-    return _SPACE.sub(" ", text).strip()
+    # each substitution only where its pattern can match at all: a review normalizes every command
+    has_digit = any(c.isdigit() for c in text)
+    lowered = text.lower()
+    if has_digit and "-" in text:
+        text = _UUID.sub("<id>", text)
+    if "/" in text:
+        text = _TEMP_PATH.sub("<tmp>", text)
+    if "tmp" in lowered or "temp" in lowered or "pytest-" in lowered:
+        text = _TEMP_NAME.sub("<tmp>", text)
+    if "/" in text:
+        text = _ABS_PATH.sub(r"\1", text)
+    if has_digit:
+        text = _NUMBER.sub("<n>", _HASH.sub("<hash>", text))
+    return " ".join(text.split())
 
 
 def _clip(text: str, limit: int) -> str:
@@ -87,6 +94,7 @@ def normalize_error(text: str) -> str:
     return _clip(_strip_variable_parts(error_line(text)), ERROR_LINE_MAX)
 
 
+@lru_cache(maxsize=8192)  # agents run the same commands over and over
 def command_signature(command: str) -> str:
     """The signature of a shell command, failing or not: `bash: <normalized command>`."""
     return "bash: " + normalize_command(command)
