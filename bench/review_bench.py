@@ -167,8 +167,19 @@ def grow(archive: Archive, maker: SessionMaker, first: int, sessions: int, work:
         shutil.rmtree(folder)
 
 
-MEASURE = """
-import json, resource, sys, time
+# The peak RSS of the measuring process itself: VmHWM (a fresh address space after exec).
+# `ru_maxrss` would not do: Linux carries it over from the parent across fork and exec, and the
+# parent grew while it built the archive.
+PEAK_RSS = """
+def peak_rss_mb():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+"""
+MEASURE = (
+    PEAK_RSS
+    + """
+import json, sys, time
 sys.path.insert(0, {src!r})
 from pi_memory import Archive
 with Archive.open({db!r}) as a:
@@ -176,9 +187,9 @@ with Archive.open({db!r}) as a:
     r = a.review(since={since!r}, cwd="/nonexistent-workspace")
     ms = (time.perf_counter() - t) * 1000
 print(json.dumps({{"ms": ms, "runs": r.totals["runs"], "failures": len(r.failures),
-                  "corrections": r.totals["corrections"],
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+                  "corrections": r.totals["corrections"], "rss_mb": peak_rss_mb()}}))
 """
+)
 
 
 def measure(db: Path, since: int | None, repeat: int) -> dict[str, Any]:
@@ -195,8 +206,9 @@ def measure(db: Path, since: int | None, repeat: int) -> dict[str, Any]:
 
 
 def baseline_rss() -> float:
-    code = f"import resource,sys; sys.path.insert(0,{str(ROOT / 'src')!r}); import pi_memory.review, pi_memory.api; "
-    code += "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"
+    """The peak RSS of a process that imports the library and does nothing: what the review adds is above it."""
+    code = PEAK_RSS + f"import sys; sys.path.insert(0,{str(ROOT / 'src')!r}); import pi_memory.review, pi_memory.api\n"
+    code += "print(peak_rss_mb())"
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 
 
@@ -242,7 +254,7 @@ def main() -> None:
                     rows.append(row_for(db, args.since_days, args.repeat))
     base = baseline_rss()
     print(
-        f"\nreview (best of {args.repeat} fresh processes; RSS = the process's peak; import-only process {base:.0f} MB)"
+        f"\nreview (best of {args.repeat} fresh processes; MB = the process's peak RSS; importing the library: {base:.0f} MB)"
     )
     headers = ["messages", "runs", "whole: s", "whole: MB", f"last {args.since_days} d: runs", "s", "MB", "failures"]
     print(table(headers, [
