@@ -230,7 +230,7 @@ def row_for(db: Path, since_days: int, repeat: int) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="30000,100000", help="archive sizes in messages, ascending")
-    parser.add_argument("--db", type=Path, help="time this existing archive instead of building one")
+    parser.add_argument("--db", type=Path, action="append", help="time this existing archive (repeatable), build none")
     parser.add_argument("--since-days", type=int, default=7, help="the bounded window: the last N days of runs")
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per measurement; the best is kept")
     parser.add_argument("--seed", type=int, default=17)
@@ -239,7 +239,7 @@ def main() -> None:
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     if args.db:
-        rows.append(row_for(args.db, args.since_days, args.repeat))
+        rows += [row_for(db, args.since_days, args.repeat) for db in args.db]
     else:
         maker, done = SessionMaker(args.seed), 0
         with tempfile.TemporaryDirectory() as tmp:
@@ -262,9 +262,9 @@ def main() -> None:
          r["since"]["ms"] / 1000, r["since"]["rss_mb"], r["whole"]["failures"]]
         for r in rows
     ]))  # fmt: skip
-    save_json(args.json, {**result_header("review", vars(args) | {"db": str(args.db) if args.db else None,
-                                                             "json": str(args.json)}),
-                          "baseline_rss_mb": base, "sizes": rows})  # fmt: skip
+    given = {k: [str(v) for v in val] if isinstance(val, list) else val for k, val in vars(args).items()}
+    given = {k: str(v) if isinstance(v, Path) else v for k, v in given.items()}
+    save_json(args.json, {**result_header("review", given), "baseline_rss_mb": base, "sizes": rows})
 
 
 if __name__ == "__main__":

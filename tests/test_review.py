@@ -207,6 +207,19 @@ def test_a_correction_is_about_what_the_previous_run_of_its_session_did() -> Non
     assert "ask before changing a.py" in draft_rule(found)
 
 
+def test_what_a_correction_is_about_is_kept_for_the_most_recently_active_sessions_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pi_memory.review import collect
+
+    monkeypatch.setattr(collect, "SESSIONS_KEPT", 2)
+    c = Collector()
+    for rid, session in enumerate(("a", "b", "c", "a", "c"), start=1):
+        c.add(_run(rid, session, rid * 100, {"goal": {"text": "Don't do that", "msgs": [rid]}}))
+    assert [f.corrects for f in c.correction_groups()] == [{5: 3}]  # a's first run was dropped when c came
+    assert len(c.previous) == 2
+
+
 def test_retries_are_the_same_call_repeated_within_a_run() -> None:
     c = Collector()
     c.add(
@@ -341,7 +354,7 @@ def test_the_text_report_cites_addresses_and_names_every_section(reviewed: Archi
     assert text.startswith("review: 7 runs in 3 sessions")
     for heading in ("Recurring failures", "User corrections", "Cost of work", "Candidate rules", "Ledger"):
         assert heading in text
-    assert "5x in 3 sessions  " + TEST_COMMAND in text and "passed again in r" in text
+    assert "5x in 3 sessions  " + TEST_COMMAND in text and "passed again in r" in text and "evidence: r1/m3" in text
     assert "retried in r" in text and "/m1 (on r" in text
 
 

@@ -25,6 +25,11 @@ FIXED_MAX = 5
 TOP_RUNS = 5
 TOP_FILES = 10
 TOP_RETRIES = 10
+# What a correction may be about is kept for the last run of the `SESSIONS_KEPT` most recently
+# active sessions, `SUBJECTS_KEPT` files and commands each: memory stays flat however many
+# sessions the window holds (a session silent while 5,000 others ran loses that one check).
+SESSIONS_KEPT = 5_000
+SUBJECTS_KEPT = 20
 
 
 @dataclass
@@ -257,13 +262,16 @@ class Collector:
 
     def _correction(self, run: RunRow) -> None:
         goal = run.fields.get("goal") or {}
-        before = self.previous.get(run.session_id)
+        before = self.previous.pop(run.session_id, None)
+        fields = run.fields
         self.previous[run.session_id] = _Previous(
             run.id,
-            [relative(str(f.get("text")), run.cwd) for f in run.fields.get("files_changed") or []],
-            [relative(str(f.get("text")), run.cwd) for f in run.fields.get("files_read") or []],
-            [command_signature(str(c.get("text") or "")) for c in run.fields.get("commands") or []],
+            [relative(str(f.get("text")), run.cwd) for f in (fields.get("files_changed") or [])[-SUBJECTS_KEPT:]],
+            [relative(str(f.get("text")), run.cwd) for f in (fields.get("files_read") or [])[-SUBJECTS_KEPT:]],
+            [command_signature(str(c.get("text") or "")) for c in (fields.get("commands") or [])[-SUBJECTS_KEPT:]],
         )
+        if len(self.previous) > SESSIONS_KEPT:  # the least recently active session goes (dicts keep order)
+            del self.previous[next(iter(self.previous))]
         text, msgs = str(goal.get("text") or ""), goal.get("msgs") or []
         cues = correction_cues(text) if before is not None and msgs else []
         if not cues:

@@ -13,6 +13,7 @@ placeholders, `sql_in_list`), so the same code reads a PostgreSQL team archive.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -58,7 +59,8 @@ class Scope:
 def _row(values: tuple[Any, ...]) -> RunRow:
     rid, sid, cwd, project, agent, start, end, n_msgs, calls, errors, fields = values
     loaded = json.loads(fields) if fields else {}
-    return RunRow(int(rid), str(sid), str(cwd or ""), str(project or ""), str(agent or ""), int(start), int(end),
+    # interned: the sets of sessions per finding then hold one shared string per session, not one per run
+    return RunRow(int(rid), sys.intern(str(sid)), str(cwd or ""), str(project or ""), str(agent or ""), int(start), int(end),
                   int(n_msgs), int(calls), int(errors), loaded if isinstance(loaded, dict) else {})  # fmt: skip
 
 

@@ -224,6 +224,10 @@ def _day(ms: int | None) -> str:
     return local_time(ms) if ms else "?"
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
 def _duration(ms: int) -> str:
     seconds = ms // 1000
     if seconds < 120:
@@ -256,10 +260,11 @@ def _failure_lines(r: Report) -> list[str]:
     lines = [f"\nRecurring failures ({len(r.failures)} of {r.totals.get('failure_signatures', 0)} signatures):"]
     for f in r.failures:
         fixed = f"; passed again in {', '.join(f['fixed_in'])}" if f["fixed_in"] else "; not seen passing since"
-        lines.append(f"  {f['count']}x in {f['sessions']} sessions  {f['signature']}  [{f['key']}]")
+        lines.append(f"  {f['count']}x in {_n(f['sessions'], 'session')}  {f['signature']}  [{f['key']}]")
         if f["error"]:
             lines.append(f"      {f['error']}")
-        lines.append(f"      {_day(f['first_seen'])} .. {_day(f['last_seen'])}{fixed}: {_cite(f['evidence'])}")
+        lines.append(f"      first {_day(f['first_seen'])}, last {_day(f['last_seen'])}{fixed}")
+        lines.append(f"      evidence: {_cite(f['evidence'])}")
     return lines if r.failures else [lines[0] + " none"]
 
 
@@ -282,7 +287,9 @@ def _cost_lines(r: Report) -> list[str]:
             f"  {run['summary'][:80]}"
         )
     if cost["files"]:
-        lines.append("  files touched most: " + ", ".join(f"{f['path']} ({f['runs']} runs)" for f in cost["files"][:5]))
+        lines.append(
+            "  files touched most: " + ", ".join(f"{f['path']} ({_n(f['runs'], 'run')})" for f in cost["files"][:5])
+        )
     for retry in cost["retries"][:5]:
         lines.append(f"  retried in {retry['run']}: {retry['call']} x{retry['times']}")
     return lines
