@@ -55,6 +55,25 @@ class RunRow:
         return str(self.fields.get("line") or "")
 
 
+class SessionSet:
+    """Distinct sessions by number, as a bitmap: one bit per session of the window, not a set entry."""
+
+    def __init__(self) -> None:
+        self.bits = bytearray()
+        self.count = 0
+
+    def add(self, number: int) -> None:
+        byte, bit = divmod(number, 8)
+        if byte >= len(self.bits):
+            self.bits.extend(bytes(byte + 1 - len(self.bits)))
+        if not self.bits[byte] & (1 << bit):
+            self.bits[byte] |= 1 << bit
+            self.count += 1
+
+    def __len__(self) -> int:
+        return self.count
+
+
 @dataclass
 class Evidence:
     """Capped citations: the first `EVIDENCE_MAX - 2` kept, then the two latest."""
@@ -82,7 +101,7 @@ class Finding:
     example: str  # the raw command, error or correction text of the first occurrence
     detail: str = ""  # the error's telling line (failures) or the cues seen (corrections)
     count: int = 0
-    sessions: set[str] = field(default_factory=set)
+    sessions: SessionSet = field(default_factory=SessionSet)
     runs: int = 0  # distinct runs it happened in
     last_run: int = 0
     hit_times: array[int] = field(default_factory=lambda: array("q"))  # those runs' start times, for the ledger
@@ -98,9 +117,9 @@ class Finding:
     def key(self) -> str:
         return finding_key(self.signature)
 
-    def hit(self, run: RunRow, msg_id: int, ts: int) -> None:
+    def hit(self, run: RunRow, session_no: int, msg_id: int, ts: int) -> None:
         self.count += 1
-        self.sessions.add(run.session_id)
+        self.sessions.add(session_no)
         if self.last_run != run.id:
             self.runs += 1
             self.last_run = run.id
@@ -161,7 +180,8 @@ class Collector:
         self.longest: dict[str, list[tuple[int, int, RunCost]]] = {"messages": [], "tool_calls": [], "wall_ms": []}
         self.previous: dict[str, _Previous] = {}
         self.run_times: array[int] = array("q")  # every run's start time: 8 bytes a run
-        self.sessions: set[str] = set()
+        self.sessions: dict[str, int] = {}  # session id -> its number in this review (SessionSet bits)
+        self.session_no = 0  # the current run's
         self.totals: Counter[str] = Counter(
             dict.fromkeys(("runs", "messages", "tool_calls", "tool_errors", "corrections", "retries"), 0)
         )
@@ -172,7 +192,7 @@ class Collector:
 
     def add(self, run: RunRow) -> None:
         self.run_times.append(run.start_ts)
-        self.sessions.add(run.session_id)
+        self.session_no = self.sessions.setdefault(run.session_id, len(self.sessions))
         self.first_ts = self.first_ts or run.start_ts
         self.last_ts = max(self.last_ts, run.end_ts)
         self._count(run)
@@ -214,7 +234,7 @@ class Collector:
             error = error_line(run.errors.get(msg_id, ("", ""))[1])
             found = Finding(signature, "command", "bash", text, detail=error or f"exit code {code}")
             self.failures[signature] = found
-        found.hit(run, msg_id, run.start_ts)
+        found.hit(run, self.session_no, msg_id, run.start_ts)
         found.last_ok = False
 
     def _passed(self, run: RunRow, found: Finding) -> None:
@@ -233,7 +253,7 @@ class Collector:
             if found is None:
                 found = Finding(signature, "tool_error", tool, error_line(text), detail=error_line(text))
                 self.failures[signature] = found
-            found.hit(run, msg_id, run.start_ts)
+            found.hit(run, self.session_no, msg_id, run.start_ts)
 
     def _files(self, run: RunRow) -> None:
         seen: set[str] = set()
@@ -282,7 +302,7 @@ class Collector:
         if found is None:
             found = Finding(signature, "correction", "", text)
             self.corrections[signature] = found
-        found.hit(run, int(msgs[0]), run.start_ts)
+        found.hit(run, self.session_no, int(msgs[0]), run.start_ts)
         found.cues.update(cues)
         found.corrects[int(msgs[0])] = before.run_id
         self.totals["corrections"] += 1
