@@ -21,6 +21,7 @@ import { registerCompaction } from "./compact.js";
 import { registerFold } from "./fold.js";
 import { registerMemory } from "./memory.js";
 import { READ_FIELDS, SEARCH_FIELDS, recallTool, wantsEntryRead, wantsScopedSearch } from "./recall.js";
+import { registerReview } from "./review.js";
 
 // above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
 const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 8000;
@@ -565,4 +566,5 @@ export default function (pi: ExtensionAPI) {
   } as any);
 
   registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
+  registerReview(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say });
 }

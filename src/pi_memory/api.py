@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -39,7 +39,11 @@ from .store import Store, default_db_path
 from .tail import Follower
 from .text import clip
 
+if TYPE_CHECKING:
+    from .review import Report
+
 READ_BEFORE, READ_AFTER = 4, 6
+REVIEW_MIN_COUNT = 3  # a finding seen this often gets a draft rule
 READ_MAX_SIDE = 50
 MIN_PREFIX = 8
 
@@ -119,6 +123,14 @@ def parse_since(value: str | None) -> int | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1000)
+
+
+def parse_until(value: str | None) -> int | None:
+    """An end date, inclusive: `YYYY-MM-DD` means up to the end of that day (UTC); a full time is exact."""
+    end = parse_since(value)
+    if end is not None and value is not None and len(value.strip()) == 10:
+        end += 24 * 3600 * 1000
+    return end
 
 
 def _json_meta(raw: str | None) -> dict[str, Any]:
@@ -637,6 +649,50 @@ class Archive:
         if text:
             out["text"] = format_recall(result)
         return out
+
+    # --- self-review (see `pi_memory.review`) ----------------------------------------------
+
+    def review(
+        self,
+        since: str | int | None = None,
+        until: str | int | None = None,
+        project: str | None = None,
+        agent: str | None = None,
+        min_count: int = REVIEW_MIN_COUNT,
+        cwd: str | Path | None = None,
+    ) -> Report:
+        """Recurring failures, user corrections, cost of work, draft rules and the ledger of the
+        workspace's memories (`cwd`), over the runs started in [since, until] (dates inclusive)."""
+        from .review import MemoryInfo, Scope, review
+
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        if int(min_count) < 1:
+            raise BadInput("min_count must be at least 1")
+        scope = Scope(
+            since if isinstance(since, int) else parse_since(since),
+            until if isinstance(until, int) else parse_until(until),
+            project or None,
+            agent or None,
+        )
+        workspace, state, _report = self.memories.state(cwd)
+        memories = [MemoryInfo(r.id, r.body, r.created_ts, r.status) for r in state.records.values()]
+        memories.sort(key=lambda m: (m.created_ts, m.id))
+        with self.store.read():
+            return review(self.store, scope, int(min_count), workspace, memories)
+
+    def review_link(self, memory_id: str, signature: str, cwd: str | Path | None = None) -> dict[str, Any]:
+        """Say that a memory addresses a finding (a signature, its `sig_` key, or a command as typed);
+        the ledger then counts that finding before and after the memory was written."""
+        from .review import add_link, link_key
+
+        if not signature or not signature.strip():
+            raise BadInput("give the finding's signature (or its sig_ key) as shown by `pi-memory review`")
+        record = self.memory_get(cwd, memory_id)
+        key, text = link_key(signature)
+        workspace = workspace_key(cwd)
+        added = add_link(self.store, workspace, record.id, key, text)
+        return {"workspace": workspace, "memory_id": record.id, "key": key, "signature": text, "added": added}
 
     # --- session-level search (issue 3) ----------------------------------------------
 
