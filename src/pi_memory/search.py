@@ -102,12 +102,14 @@ class Filters:
     agent: str | None = None  # pi, claude, codex
     sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
     entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
+    until_ms: int | None = None  # messages before this time (unix ms), for a bounded period
 
     @property
     def active(self) -> bool:
         return bool(
             self.project
             or self.since_ms
+            or self.until_ms
             or self.session_id
             or self.roles
             or self.kinds
@@ -390,6 +392,9 @@ def filter_sql(f: Filters, store: Store) -> tuple[str, list[Any]]:
     if f.since_ms:
         clauses.append("m.ts >= ?")
         params.append(f.since_ms)
+    if f.until_ms:
+        clauses.append("m.ts < ?")
+        params.append(f.until_ms)
     if f.session_id:
         clauses.append("m.session_id = ?")
         params.append(f.session_id)
