@@ -25,10 +25,10 @@ from .detail import MessageDetail, RunWindow, is_address, parse_address, read_me
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .forget import ForgetPlan, plan_target
 from .ingest import Importer, ImportReport
-from .overview import OVERVIEW_DAYS, Overview
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
+from .overview import OVERVIEW_DAYS, Overview
 from .pg import pg_url
 from .retention import Advice
 from .runs import RunInfo, get_run, list_runs, parse_run_id

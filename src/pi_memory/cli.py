@@ -509,8 +509,12 @@ def bridge(ctx: click.Context) -> None:
 
 @cli.command()
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on; past loopback needs --token.")
-@click.option("--token", envvar="PI_MEMORY_WEB_TOKEN", help="Require this token from every browser (asked on a login page).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on; past loopback needs --token."
+)
+@click.option(
+    "--token", envvar="PI_MEMORY_WEB_TOKEN", help="Require this token from every browser (asked on a login page)."
+)
 @click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default browser.")
 @click.option("--write", is_flag=True, help="Allow changes (confirm or forget memories); read-only without it.")
 @_pass_db

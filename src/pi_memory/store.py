@@ -176,6 +176,14 @@ class SharedSql:
         """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
         return value
 
+    def sql_in_list(self, expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        raise NotImplementedError
+
     # --- what the importer and live capture ask ---------------------------------------
 
     def existing_hashes(self, session_id: str) -> dict[str, bool]:

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -103,8 +104,18 @@ class Viewer:
             return []
         scope = "summary" if p.track == "runs" else "content"
         kinds = (p.kind,) if p.kind else ()
-        filters = dict(project=p.project, since=p.since or None, path=p.path, agent=p.agent or None)
-        return list(a.search(p.q, p.limit, scope=scope, kinds=kinds, until=p.until or None, **filters))
+        found = a.search(
+            p.q,
+            p.limit,
+            project=p.project,
+            since=p.since or None,
+            path=p.path,
+            agent=p.agent or None,
+            scope=scope,
+            kinds=kinds,
+            until=p.until or None,
+        )
+        return list(found)
 
     async def session(self, request: Request) -> Response:
         sid = self.archive.resolve_session(request.path_params["sid"])
@@ -166,7 +177,7 @@ class Viewer:
             self.archive.memory_forget(ws, ref)
         else:
             self.archive.memory_confirm(ws, ref)
-        return RedirectResponse(f"/memory?{views.urlencode({'ws': ws})}", status_code=303)
+        return RedirectResponse(f"/memory?{urlencode({'ws': ws})}", status_code=303)
 
     @staticmethod
     def memory_target(action: str, values: Any) -> tuple[str, str, str]:
@@ -185,7 +196,9 @@ class Viewer:
             return self.render(request, "login.html", next=target, wrong=False)
         form = await request.form()
         given = form.get("token")
-        if self.settings.token is None or not security.same(given if isinstance(given, str) else None, self.settings.token):
+        if self.settings.token is None or not security.same(
+            given if isinstance(given, str) else None, self.settings.token
+        ):
             return self.render(request, "login.html", status=401, next=target, wrong=True)
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(security.TOKEN_COOKIE, self.settings.token, httponly=True, samesite="strict")
@@ -244,7 +257,7 @@ class Guard(BaseHTTPMiddleware):
         if s.token and not security.is_open_path(path):
             if not security.same(request.cookies.get(security.TOKEN_COOKIE), s.token):
                 target = path + (f"?{request.url.query}" if request.url.query else "")
-                return RedirectResponse(f"/login?{views.urlencode({'next': target})}", status_code=303)
+                return RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
         response = await call_next(request)
         response.headers["Content-Security-Policy"] = CSP
         response.headers["X-Content-Type-Options"] = "nosniff"
