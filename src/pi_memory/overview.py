@@ -60,8 +60,8 @@ def overview(store: SharedSql, stats: Stats, days: int = OVERVIEW_DAYS, now_ms: 
     first_day = last_day - days + 1
     since = first_day * DAY_MS
     per_day = store.rows(
-        "SELECT r.start_ts / ? AS day, sum(r.n_msgs) FROM run r WHERE r.start_ts >= ? GROUP BY r.start_ts / ?",
-        (DAY_MS, since, DAY_MS),
+        "SELECT r.start_ts / ? AS day, sum(r.n_msgs) FROM run r WHERE r.start_ts >= ? GROUP BY 1",
+        (DAY_MS, since),
     )
     groups: dict[str, list[tuple[Any, ...]]] = {}
     for column in ("project", "agent"):
