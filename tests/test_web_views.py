@@ -73,3 +73,9 @@ def test_tool_messages_fold_under_one_line() -> None:
     assert views.is_tool_message("assistant", {"tools": ["bash"]}) and not views.is_tool_message("assistant", {})
     assert views.fold_title("tool_error", {"tool": "bash", "output_chars": 12}, "") == "✗ bash (12 chars)"
     assert views.fold_title("bash", {}, "$ ls\nout") == "$ ls"
+
+
+def test_first_page_keeps_a_short_message_whole_and_cuts_a_long_one_at_the_byte_limit() -> None:
+    assert views.first_page("短消息", 12) == ("短消息", None)
+    text, next_offset = views.first_page("响" * 10, 12)  # 3 bytes per character
+    assert (text, next_offset) == ("响" * 4, 4)

@@ -28,7 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ..api import Archive
-from ..detail import PAGE_BYTES, MessageDetail, page
+from ..detail import PAGE_BYTES, MessageDetail
 from ..errors import ArchiveError, BadInput, NotFound
 from . import security, views
 
@@ -124,7 +124,7 @@ class Viewer:
         addresses = self.archive.run_addresses(m.msg_id for m in msgs)
         run_ids = {int(addr.split("/")[0][1:]) for addr in addresses.values()}
         runs = {r.id: r for r in self.archive.runs(session=sid, limit=RUNS_PER_SESSION) if r.id in run_ids}
-        pages = {m.msg_id: page(m.text, 0) for m in msgs}
+        pages = {m.msg_id: views.first_page(m.text, PAGE_BYTES) for m in msgs}
         return self.render(
             request, "session.html", w=window, addresses=addresses, runs=runs, pages=pages, page_bytes=PAGE_BYTES
         )

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
+from ..detail import page
 from ..errors import BadInput
 from ..text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 
@@ -203,6 +204,16 @@ def size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+def first_page(text: str, limit: int) -> tuple[str, int | None]:
+    """The first `limit` UTF-8 bytes of a message and where the next page starts (None: it all fits).
+
+    The common case (a message well under a page) costs one length check, not a walk per character.
+    """
+    if len(text) * 4 <= limit or len(text.encode("utf-8", "surrogatepass")) <= limit:
+        return text, None
+    return page(text, 0, limit)
 
 
 def is_tool_message(role: str, meta: Mapping[str, Any]) -> bool:
