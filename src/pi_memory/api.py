@@ -528,10 +528,10 @@ class Archive:
 
     def overview(self, days: int = OVERVIEW_DAYS) -> Overview:
         """Totals, messages per day over the last `days`, per project and agent, and the last imports."""
-        from .overview import overview
+        from .overview import overview, totals
 
         with self.store.read():
-            return overview(self.store, self.stats(), days)
+            return overview(self.store, totals(self.store), days)
 
     def is_address(self, value: str) -> bool:
         return is_address(value)

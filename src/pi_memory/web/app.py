@@ -11,6 +11,7 @@ with the right status, never a traceback.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from starlette.staticfiles import StaticFiles
 from ..api import Archive
 from ..detail import PAGE_BYTES, MessageDetail
 from ..errors import ArchiveError, BadInput, NotFound
+from ..overview import OVERVIEW_DAYS, Overview
 from . import security, views
 
 HERE = Path(__file__).parent
@@ -37,6 +39,7 @@ SESSION_PAGE = 50  # messages per session page (the archive's read window allows
 AT_BEFORE = 10  # messages shown above a message opened from a search hit
 RUNS_PER_SESSION = 1000
 MEMORY_ACTIONS = ("forget", "confirm")
+OVERVIEW_TTL_S = 30  # the overview's totals cost ~100 ms at 1M messages: computed at most this often
 
 
 @dataclass
@@ -66,6 +69,7 @@ class Viewer:
         self.archive = archive
         self.settings = settings
         self.env = templates()
+        self._overviews: dict[int, tuple[int, Overview]] = {}
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.update(request=request, settings=self.settings, team=self.archive.is_team, nav=name.split(".")[0])
@@ -74,15 +78,26 @@ class Viewer:
     def message(self, request: Request, status: int, title: str, text: str) -> HTMLResponse:
         return self.render(request, "message.html", status=status, title=title, text=text)
 
+    def overview_figures(self, days: int) -> tuple[int, Overview]:
+        """The overview, computed at most once per `OVERVIEW_TTL_S` (its totals count whole indexes)."""
+        now = time.time()
+        cached = self._overviews.get(days)
+        if cached is None or now - cached[0] / 1000 > OVERVIEW_TTL_S:
+            cached = (int(now * 1000), self.archive.overview(days))
+            self._overviews = {days: cached}
+        return cached
+
     # --- pages --------------------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
-        days = views.parse_int(request.query_params, "days", 30, 1, 366)
-        ov = self.archive.overview(days)
+        days = views.parse_int(request.query_params, "days", OVERVIEW_DAYS, 1, 366)
+        computed_ms, ov = self.overview_figures(days)
         return self.render(
             request,
             "overview.html",
             ov=ov,
+            computed_ms=computed_ms,
+            ttl=OVERVIEW_TTL_S,
             day_plot=views.day_plot(ov.per_day),
             project_plot=views.group_plot(ov.per_project),
             agent_plot=views.group_plot(ov.per_agent),
@@ -269,9 +284,12 @@ class Guard(BaseHTTPMiddleware):
 CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 
-def create_app(archive: Archive, settings: Settings | None = None) -> Starlette:
+def create_app(archive: Archive, settings: Settings | None = None, warm: bool = False) -> Starlette:
+    """The viewer's app; `warm` computes the overview before the first visitor asks (`serve` does)."""
     settings = settings or Settings()
     viewer = Viewer(archive, settings)
+    if warm:
+        viewer.overview_figures(OVERVIEW_DAYS)
     routes = [
         Route("/", viewer.overview),
         Route("/search", viewer.search),

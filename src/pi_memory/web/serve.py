@@ -44,7 +44,7 @@ def serve(
     sock = bind(host, port)
     port = int(sock.getsockname()[1])  # the real one when 0 asked for any free port
     settings = Settings(write=write, token=token, allowed_hosts=security.allowed_hosts(host, port))
-    app = create_app(archive, settings)
+    app = create_app(archive, settings, warm=True)
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/"
     mode = "read-write" if write else "read-only"
     announce(f"pi-memory viewer on {url} ({mode}{', token required' if token else ''}); Ctrl-C stops it")
