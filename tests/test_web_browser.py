@@ -156,3 +156,20 @@ def test_the_memory_page_shows_a_broken_chain_as_broken(page: Any, server: str) 
     alert = page.locator(".chain-broken")
     assert alert.is_visible() and "BROKEN at event 2" in alert.inner_text()
     assert page.locator("a.action").count() == 0  # a broken log takes no writes
+
+
+def test_with_a_token_the_browser_is_asked_for_it_before_any_page(
+    browser: Any, archive_info: tuple[Path, dict[str, str]]
+) -> None:
+    with running_server(archive_info[0], "--token", "correct-horse-battery") as url:
+        tab = browser.new_page()
+        tab.goto(f"{url}/search?q=README")
+        assert "/login" in tab.url and tab.locator("input[name=token]").is_visible()
+        tab.fill("input[name=token]", "wrong-token-here")
+        tab.click("button[type=submit]")
+        assert "That token is wrong" in tab.locator("main").inner_text()
+        tab.fill("input[name=token]", "correct-horse-battery")
+        tab.click("button[type=submit]")
+        tab.wait_for_url(re.compile(r"/search\?q=README$"))
+        assert tab.locator("#results mark").count() >= 1
+        tab.close()
