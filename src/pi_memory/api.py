@@ -29,6 +29,7 @@ from .ingest import Importer, ImportReport
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
+from .overview import OVERVIEW_DAYS, Overview
 from .pg import pg_url
 from .retention import Advice
 from .runs import RunInfo, address_of, get_run, list_runs, parse_run_id
@@ -234,17 +235,30 @@ class Archive:
         kinds: Iterable[str] = (),
         path: str | None = None,
         agent: str | None = None,
+        *,
+        until: str | int | None = None,
     ) -> list[Hit] | list[RunHit]:
-        """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only."""
+        """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only.
+
+        `until` (exclusive) bounds the period from above as `since` does from below.
+        """
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         if scope == "summary":
             return self.search_runs(
-                query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds, agent=agent
+                query,
+                limit=limit,
+                project=project,
+                since=since,
+                session=session,
+                path=path,
+                kinds=kinds,
+                agent=agent,
+                until=until,
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
-        filters = self.content_filters(project, since, session, roles, kinds, path, agent)
+        filters = self.content_filters(project, since, session, roles, kinds, path, agent, until=until)
         return self.searcher.search(str(query), limit=limit, filters=filters)
 
     def content_filters(
@@ -256,10 +270,13 @@ class Archive:
         kinds: Iterable[str] = (),
         path: str | None = None,
         agent: str | None = None,
+        *,
+        until: str | int | None = None,
     ) -> Filters:
         """The filters of a content search, checked and resolved (a session prefix to its id)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
         return Filters(
+            until_ms=until if isinstance(until, int) else parse_since(until),
             project=project or None,
             since_ms=since_ms,
             session_id=self.resolve_session(session) if session else None,
@@ -322,14 +339,16 @@ class Archive:
         around: int | None = None,
         before: int = READ_BEFORE,
         after: int = READ_AFTER,
+        *,
+        from_start: bool = False,
     ) -> Window:
-        """Messages of a session around one message (default: its last one), in order."""
+        """Messages of a session around one message (default: its last one, `from_start`: its first), in order."""
         before = max(0, min(int(before), READ_MAX_SIDE))
         after = max(0, min(int(after), READ_MAX_SIDE))
         with self.store.read():
             sid = self.resolve_session(session)
             info = self.session_info(sid)
-            pivot = self._pivot(sid, around)
+            pivot = self._pivot(sid, around, from_start)
             if pivot is None:
                 return Window(info, [], around, False, False)
             older, newer = self.store.message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
@@ -338,8 +357,8 @@ class Archive:
         views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], _json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
-    def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
-        pivot = self.store.window_pivot(sid, around)
+    def _pivot(self, sid: str, around: int | None, first: bool = False) -> tuple[int, int] | None:
+        pivot = self.store.window_pivot(sid, around, first)
         if pivot is None and around is not None:
             raise NotFound(f"message {around} is not in session {sid}")
         return pivot
@@ -505,9 +524,11 @@ class Archive:
         path: str | None = None,
         kinds: Iterable[str] = (),
         agent: str | None = None,
+        *,
+        until: str | int | None = None,
     ) -> list[RunHit]:
         """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
-        return self._summary_hits(query, limit, project, since, session, path, kinds, agent)
+        return self._summary_hits(query, limit, project, since, session, path, kinds, agent, until=until)
 
     def _summary_hits(
         self,
@@ -520,9 +541,14 @@ class Archive:
         kinds: Iterable[str],
         agent: str | None,
         extra: tuple[str, list[Any]] = ("TRUE", []),
+        *,
+        until: str | int | None = None,
     ) -> list[RunHit]:
         """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
+        until_ms = until if isinstance(until, int) else parse_since(until)
+        if until_ms is not None:
+            extra = (f"({extra[0]}) AND r.start_ts < ?", [*extra[1], until_ms])
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
         return search_summaries(
@@ -546,6 +572,18 @@ class Archive:
         if parsed.pos is None:
             return read_run(self.store, parsed.run_id, offset)
         return read_message(self.store, parsed, offset=offset, raw=raw, thinking=thinking)
+
+    def run_addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
+        """The `r<N>/m<K>` address of each message (for `read_address`); messages outside runs are left out."""
+        ids = list(msg_ids)
+        return self.store.run_addresses(ids) if ids else {}
+
+    def overview(self, days: int = OVERVIEW_DAYS) -> Overview:
+        """Totals, messages per day over the last `days`, per project and agent, and the last imports."""
+        from .overview import overview, totals
+
+        with self.store.read():
+            return overview(self.store, totals(self.store), days)
 
     def is_address(self, value: str) -> bool:
         return is_address(value)

@@ -44,11 +44,13 @@ def list_sessions(
     if project:
         clauses.append("(s.project = ? OR s.cwd = ?)")
         params += [project, project]
+    # the newest sessions are chosen first and only they are counted: a count in the outer
+    # select would be computed for every session before the sort (170 ms at 10k sessions)
     rows = store.rows(
         f"""SELECT s.id, s.agent, s.project, s.cwd, s.started_at, s.last_at, s.name, s.first_user,
                    (SELECT count(*) FROM msg WHERE session_id = s.id), s.source_missing, s.parent_session
-            FROM session s WHERE {" AND ".join(clauses)}
-            ORDER BY s.last_at DESC LIMIT ?""",
+            FROM (SELECT * FROM session s WHERE {" AND ".join(clauses)} ORDER BY s.last_at DESC LIMIT ?) s
+            ORDER BY s.last_at DESC""",
         (*params, max(1, min(int(limit), LIST_MAX))),
     )
     return [_listing(r) for r in rows]

@@ -614,6 +614,30 @@ def bridge(ctx: click.Context) -> None:
     sys.exit(serve(db, stdin, sys.stdout.buffer))
 
 
+@cli.command()
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on; past loopback needs --token."
+)
+@click.option(
+    "--token", envvar="PI_MEMORY_WEB_TOKEN", help="Require this token from every browser (asked on a login page)."
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default browser.")
+@click.option("--write", is_flag=True, help="Allow changes (confirm or forget memories); read-only without it.")
+@_pass_db
+@click.pass_context
+def serve(ctx: click.Context, port: int, host: str, token: str | None, open_browser: bool, write: bool) -> None:
+    """Browse the archive in a web browser: search, sessions, runs, the memory log (needs the web extra)."""
+    from .web import serve as run_server
+
+    with open_archive(ctx) as archive:
+        run_server(archive, host, port, token=token, write=write, open_browser=open_browser, announce=_say_err)
+
+
+def _say_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
 def main() -> None:
     cli(prog_name="pi-memory")
 

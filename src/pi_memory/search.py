@@ -108,12 +108,14 @@ class Filters:
     agent: str | None = None  # pi, claude, codex
     sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
     entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
+    until_ms: int | None = None  # messages before this time (unix ms), for a bounded period
 
     @property
     def active(self) -> bool:
         return bool(
             self.project
             or self.since_ms
+            or self.until_ms
             or self.session_id
             or self.roles
             or self.kinds
@@ -414,30 +416,21 @@ def filter_sql(f: Filters, store: Store) -> tuple[str, list[Any]]:
         clauses.append("(s.project = ? OR s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
         escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         params += [f.project, f.project, "%/" + escaped]
-    if f.since_ms:
-        clauses.append("m.ts >= ?")
-        params.append(f.since_ms)
-    if f.session_id:
-        clauses.append("m.session_id = ?")
-        params.append(f.session_id)
-    if f.roles:
-        clauses.append(store.sql_in_list("m.role"))
-        params.append(store.list_param(f.roles))
+    scalars = (("m.ts >= ?", f.since_ms), ("m.ts < ?", f.until_ms), ("m.session_id = ?", f.session_id))
+    for condition, value in (*scalars, ("s.agent = ?", f.agent)):
+        if value:
+            clauses.append(condition)
+            params.append(value)
+    for column, values in (("m.role", f.roles), ("m.session_id", f.sessions), ("m.entry_id", f.entry_ids)):
+        if values:
+            clauses.append(store.sql_in_list(column))
+            params.append(store.list_param(values))
     if f.kinds:
         clauses.append(runsearch.kind_sql(f.kinds, store))
     if f.path:
         sql, path_params = runsearch.path_sql_for_messages(f.path)
         clauses.append(sql)
         params += path_params
-    if f.agent:
-        clauses.append("s.agent = ?")
-        params.append(f.agent)
-    if f.sessions:
-        clauses.append(store.sql_in_list("m.session_id"))
-        params.append(store.list_param(f.sessions))
-    if f.entry_ids:
-        clauses.append(store.sql_in_list("m.entry_id"))
-        params.append(store.list_param(f.entry_ids))
     return " AND ".join(clauses), params
 
 

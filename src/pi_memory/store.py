@@ -199,6 +199,14 @@ class SharedSql:
         """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
         return {}
 
+    def sql_in_list(self, expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        raise NotImplementedError
+
     # --- what the importer and live capture ask ---------------------------------------
 
     def existing_hashes(self, session_id: str) -> dict[str, bool]:
@@ -258,12 +266,11 @@ class SharedSql:
         )
         return rows[0] if rows else None
 
-    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
-        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
+    def window_pivot(self, session_id: str, msg_id: int | None, first: bool = False) -> tuple[int, int] | None:
+        """(ts, seq) of a message of the session, or of its last (`first`: its first) one; None if there is none."""
         if msg_id is None:
-            rows = self.rows(
-                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
-            )
+            order = "ts, seq" if first else "ts DESC, seq DESC"
+            rows = self.rows(f"SELECT ts, seq FROM msg WHERE session_id=? ORDER BY {order} LIMIT 1", (session_id,))
         else:
             rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (session_id, int(msg_id)))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
@@ -291,6 +298,14 @@ class SharedSql:
         sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
         oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
         return roles, int(sessions), int(projects), oldest, newest
+
+    def run_addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
+        """msg id -> its address `r<N>/m<K>` (messages outside any run are left out)."""
+        rows = self.rows(
+            f"SELECT msg_id, run_id, pos FROM run_msg WHERE {self.sql_in_list('msg_id')}",
+            (self.list_param(int(i) for i in msg_ids),),
+        )
+        return {int(m): f"r{int(r)}/m{int(p)}" for m, r, p in rows}
 
     def max_msg_id(self) -> int:
         return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
