@@ -20,7 +20,7 @@ README = ROOT / "README.md"
 DEMO = ROOT / "examples" / "sessions"
 # examples that need more than the demo archive: a watcher, a client on stdin, PostgreSQL, pi,
 # or a memory id made on the way
-NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory"} | {
+NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link"} | {
     f"memory {name}" for name in ("show", "forget", "confirm", "pin", "unpin", "import", "repair")
 }
 
@@ -58,7 +58,7 @@ def invoke(*args: str) -> tuple[int, str, str]:
 
 def command_name(args: list[str]) -> str:
     words = [a for a in args if not a.startswith("-")]
-    return " ".join(words[:2]) if words and words[0] == "memory" else (words[0] if words else "")
+    return " ".join(words[:2]) if words and words[0] in ("memory", "review") else (words[0] if words else "")
 
 
 def readme_commands() -> list[str]:

@@ -395,5 +395,5 @@ def test_a_loopback_server_answers_only_to_its_own_host_names(imported: Archive)
 
 def test_serve_refuses_a_public_address_without_a_token() -> None:
     done = subprocess.run([*python_cli(), "serve", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 1 and "needs --token" in done.stderr and "Traceback" not in done.stderr
+    assert done.returncode == 2 and "needs --token" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
