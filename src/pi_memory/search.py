@@ -38,7 +38,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ranking, runsearch
+from . import ranking, runsearch, scoring
 from .store import Store
 from .text import (
     QueryToken,
@@ -276,26 +276,22 @@ class Searcher:
             rows = self._fetch(ids, filters)
         norm_query = normalize(query)
         matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
-        prepared = ranking.prepare(matched, weights, norm_query, typed_forms(query))
+        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query))
         scored = self._score(rows, prepared)
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
         by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]
         needles = [query_phrases_for_snippet(query), by_weight]
         return [_hit(row, score, needles) for score, row in scored[:limit]]
 
-    def _score(self, rows: list[dict[str, Any]], prepared: ranking.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
+    def _score(self, rows: list[dict[str, Any]], prepared: scoring.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
         """Each candidate's `ranking.score_document`; when some match a meaningful term (a word, a
         CJK pair, a character typed alone), those that only hold characters cut out of the query's
         words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
         lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
         avg = self._avg_len()
-        scored: list[tuple[ranking.DocScore, dict[str, Any]]] = []
-        for row in rows:
-            lower = normalize_lower(row["text"])
-            length = lengths[int(row["id"])]
-            result = ranking.score_document(lower, length, avg, prepared)
-            if result.score > 0:
-                scored.append((result, row))
+        texts = [normalize_lower(row["text"]) for row in rows]
+        results = scoring.score_documents(texts, [lengths[int(r["id"])] for r in rows], avg, prepared)
+        scored = [(result, row) for result, row in zip(results, rows, strict=True) if result.score > 0]
         if any(r.meaningful for r, _ in scored):
             scored = [(r, row) for r, row in scored if r.meaningful]
         return [(r.score, row) for r, row in scored]

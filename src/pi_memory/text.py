@@ -280,11 +280,26 @@ def _token_pattern(needle: str) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])")
 
 
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
 def _find_token(norm_text: str, needle: str) -> int:
-    if not needle.isascii():
-        return norm_text.find(needle)
-    match = _token_pattern(needle).search(norm_text)
-    return match.start() if match else norm_text.find(needle)
+    """First whole-word occurrence of an ASCII needle (else its first occurrence at all).
+
+    `str.find` and a look at the neighbours: a regex with a look-behind cannot
+    skip ahead and costs ~10x on long texts.
+    """
+    first = norm_text.find(needle)
+    if first < 0 or not needle.isascii():
+        return first
+    pos, size = first, len(needle)
+    while pos >= 0:
+        before = norm_text[pos - 1] if pos else " "
+        after = norm_text[pos + size] if pos + size < len(norm_text) else " "
+        if before not in _ALNUM and after not in _ALNUM:
+            return pos
+        pos = norm_text.find(needle, pos + 1)
+    return first
 
 
 def query_phrases_for_snippet(query: str) -> list[str]:
