@@ -285,7 +285,7 @@ class Searcher:
         return [_hit(row, score, needles) for score, row in scored[:limit]]
 
     def _score(self, rows: list[dict[str, Any]], prepared: scoring.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
-        """Each candidate's `ranking.score_document`; when some match a meaningful term (a word, a
+        """Each candidate's `scoring.score_documents`; when some match a meaningful term (a word, a
         CJK pair, a character typed alone), those that only hold characters cut out of the query's
         words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
         lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
