@@ -304,10 +304,10 @@ def build_archive(docs: list[Doc], work: Path) -> tuple[Archive, dict[int, int]]
 
 
 def apply_overrides(settings: list[str]) -> None:
-    """`search.RARE_CANDIDATES=100` or `ranking.PHRASE_WEIGHT=0.5`: for tuning runs only."""
-    from pi_memory import ranking, search
+    """`search.RARE_CANDIDATES=100`, `ranking.PHRASE_WEIGHT=0.5` or `scoring.EXACT_RUNS_BONUS=0.5`: for tuning runs only."""
+    from pi_memory import ranking, scoring, search
 
-    modules = {"search": search, "ranking": ranking}
+    modules = {"search": search, "ranking": ranking, "scoring": scoring}
     for item in settings:
         target, value = item.split("=", 1)
         mod, name = target.split(".", 1)

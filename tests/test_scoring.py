@@ -102,3 +102,9 @@ def test_a_text_without_any_query_token_scores_zero() -> None:
 @pytest.mark.parametrize("query", ["", "   ", "\x00"])
 def test_an_empty_query_scores_nothing(query: str) -> None:
     assert scoring.score_documents(["text"], [1.0], 1.0, prepared(query)) == [scoring.DocScore(0.0, False)]
+
+
+def test_a_text_holding_the_query_as_typed_beats_one_with_its_tokens_scattered() -> None:
+    q = prepared("炮身容量")
+    verbatim, scattered = scoring.score_documents(["炮身容量", "炮身炮身 容量容量 炮身 容量"], [3.0, 12.0], 6.0, q)
+    assert verbatim.score > scattered.score

@@ -51,6 +51,7 @@ from .text import (
     query_tokens,
     snippet,
     typed_forms,
+    typed_runs,
 )
 
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
@@ -277,7 +278,7 @@ class Searcher:
             rows = self._fetch(ids, filters)
         norm_query = normalize(query)
         matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
-        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query))
+        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query), typed_runs(query))
         scored = self._score(rows, prepared)
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
         by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]

@@ -302,6 +302,17 @@ def _find_token(norm_text: str, needle: str) -> int:
     return first
 
 
+def typed_runs(query: str) -> tuple[str, ...]:
+    """The query's own runs as typed (lower-cased, not folded): whole words and whole CJK stretches."""
+    runs: list[str] = []
+    for match in _WORD_RUN.finditer(query.replace("\x00", " ").lower()):
+        for seg in _SEGMENT.finditer(match.group()):
+            piece = seg.group()
+            if (len(piece) >= 2 or is_cjk(piece)) and piece not in runs:
+                runs.append(piece)
+    return tuple(runs)
+
+
 def query_phrases_for_snippet(query: str) -> list[str]:
     """The query's own runs (whole words, whole CJK stretches), longest first."""
     runs: list[str] = []
