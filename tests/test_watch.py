@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import claude_line, python_cli
 from pi_memory import Archive
+from pi_memory.store import decode_text
 
 APPEAR_S = 2.0  # the issue's promise: appended lines are searchable within 2 s
 START_S = 20.0  # a cold Python start on a busy machine
@@ -42,7 +44,7 @@ def _until(check: Callable[[], bool], seconds: float) -> bool:
 
 def _count(db: Path, needle: str) -> int:
     with Archive.open(db) as archive:
-        return int(archive.store.scalar("SELECT count(*) FROM msg WHERE text LIKE ?", (f"%{needle}%",)))
+        return sum(_like(needle, decode_text(r[0])) for r in archive.store.rows("SELECT text FROM msg"))
 
 
 @pytest.fixture
@@ -194,3 +196,8 @@ def _migrate_v1_to_v3(raw: bytes) -> bytes:
             previous = data["id"]
         out.append(json.dumps(data, ensure_ascii=False).encode())
     return b"\n".join(out) + b"\n"
+
+
+def _like(pattern: str, text: str) -> bool:
+    """SQL's `LIKE '%pattern%'` (`%` inside matches anything) on a decoded message text."""
+    return re.search(".*".join(map(re.escape, pattern.split("%"))), text, re.S) is not None

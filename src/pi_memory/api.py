@@ -34,7 +34,7 @@ from .runs import RunInfo, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
 from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from .sources.readers import AGENTS, existing_roots, session_roots
-from .store import Store, default_db_path
+from .store import Store, decode_text, default_db_path
 from .tail import Follower
 
 READ_BEFORE, READ_AFTER = 4, 6
@@ -299,7 +299,7 @@ class Archive:
             older, newer = self.store.message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
         before_more, after_more = len(older) > before, len(newer) > after + 1
         rows = list(reversed(older[:before])) + newer[: after + 1]
-        views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], _json_meta(r[6])) for r in rows]
+        views = [MessageView(r[0], r[1], r[2], r[3], decode_text(r[4]), r[5], _json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BadInput, NotFound
-from .store import Store, decompress
+from .store import Store, decode_text, decompress
 from .summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from .text import tokenize
 
@@ -69,12 +69,12 @@ def run_from_row(row: tuple[Any, ...]) -> RunInfo:
 # --- loading messages --------------------------------------------------------------
 
 
-def _source_message(raw: bytes | None) -> dict[str, Any] | None:
+def _source_message(raw: bytes | None, text: str) -> dict[str, Any] | None:
     """The agent message inside a verbatim line (a `message` entry, or the message itself)."""
     if raw is None:
         return None
     try:
-        data = json.loads(decompress(raw))
+        data = json.loads(decompress(raw, text))
     except (ValueError, OSError):
         return None
     if not isinstance(data, dict):
@@ -95,7 +95,8 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
     out = []
     for msg_id, entry_id, role, text, meta, raw, ts, _seq in store.rows(sql, params):
         loaded = json.loads(meta) if meta else {}
-        out.append(RunMessage(msg_id, entry_id, role, text, loaded, _source_message(raw), int(ts)))
+        words = decode_text(text)
+        out.append(RunMessage(msg_id, entry_id, role, words, loaded, _source_message(raw, words), int(ts)))
     return out
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import ranking, runsearch
-from .store import Store
+from .store import Store, decode_text
 from .text import (
     QueryToken,
     fts_and,
@@ -289,7 +289,7 @@ class Searcher:
         """Average `ranking.doc_length` of the newest documents, cached with the df cache."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
             texts = self.store.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT ?", (AVG_LEN_SAMPLE,))
-            lengths = [ranking.doc_length(str(t[0]).lower()) for t in texts]
+            lengths = [ranking.doc_length(decode_text(t[0]).lower()) for t in texts]
             self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
         return self._avg[1]
 
@@ -309,7 +309,7 @@ class Searcher:
                   WHERE {self.store.sql_in_list("m.id")} AND {where}"""
         keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
         rows = self.store.rows(sql, [self.store.list_param(ids), *fparams])
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return [dict(zip(keys, (*r[:5], decode_text(r[5]), *r[6:]), strict=True)) for r in rows]
 
 
 @dataclass
