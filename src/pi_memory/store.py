@@ -301,6 +301,12 @@ class SharedSql:
         if raw is not None:
             self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (self.raw_blob(raw, text), msg_id))
 
+    def messages_without_run(self, session_id: str) -> list[int]:
+        """Archived messages of the session that no run holds yet (their import was killed before its runs)."""
+        sql = """SELECT m.id FROM msg m WHERE m.session_id = ?
+                 AND NOT EXISTS (SELECT 1 FROM run_msg rm WHERE rm.msg_id = m.id)"""
+        return [int(r[0]) for r in self.rows(sql, (session_id,))]
+
     def set_session_name(self, session_id: str, name: str | None) -> None:
         self.execute("UPDATE session SET name=? WHERE id=?", (self.text_param(name) if name else None, session_id))
 
