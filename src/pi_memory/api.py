@@ -196,13 +196,24 @@ class Archive:
         progress: Callable[[Path], None] | None = None,
         include_forgotten: bool = False,
         agent: str | None = None,
+        on_progress: Callable[[Path, int], None] | None = None,
     ) -> ImportReport:
         """Import files or folders; with none, every agent's session folder that exists.
 
         `agent` limits the default folders to one agent, and forces that parser on given paths.
+        `progress(path)` and `on_progress(path, messages read so far)` are called as each file is done.
         """
         targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
         importer = Importer(self.store, include_forgotten=include_forgotten)
+        if on_progress is not None:
+            report_file, plain = on_progress, progress
+
+            def both(path: Path) -> None:
+                if plain is not None:
+                    plain(path)
+                report_file(path, importer.messages_read)
+
+            progress = both
         # bringing forgotten messages back means reading files that have not changed since
         return importer.import_paths(targets, force=force or include_forgotten, progress=progress, agent=agent)
 

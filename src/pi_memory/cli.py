@@ -21,6 +21,7 @@ from . import format as fmt
 from . import runview
 from .api import Archive, move_aside
 from .errors import ArchiveError
+from .progress import ImportProgress
 from .search import timed
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -129,17 +130,16 @@ def import_cmd(
             files = discover(list(paths) or archive.session_roots(agent))
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None
-        show_bar = sys.stderr.isatty() and not as_json and len(files) > 1
-        with (
-            click.progressbar(length=len(files), label="importing", file=sys.stderr) if show_bar else _null_bar() as bar
-        ):
+        display = (
+            ImportProgress(len(files), sys.stderr) if sys.stderr.isatty() and not as_json and len(files) > 1 else None
+        )
+        try:
             report = archive.import_paths(
-                files,
-                force=force,
-                progress=lambda _p: bar.update(1),
-                include_forgotten=include_forgotten,
-                agent=agent,
+                files, force=force, include_forgotten=include_forgotten, agent=agent, on_progress=display
             )
+        finally:
+            if display is not None:
+                display.close()
     if as_json:
         _emit_json(report.to_dict())
         return
@@ -157,17 +157,6 @@ def _print_import_errors(errors: list[Any]) -> None:
     for path, errs in by_file.items():
         lines = ", ".join(str(e.line) for e in errs[:10]) + (" …" if len(errs) > 10 else "")
         click.echo(f"{path}: skipped {len(errs)} bad line(s) (line {lines}): {errs[0].error}", err=True)
-
-
-class _null_bar:
-    def __enter__(self) -> _null_bar:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def update(self, n: int) -> None:
-        return None
 
 
 @cli.command()
