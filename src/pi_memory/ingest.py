@@ -143,8 +143,10 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     skipped = 0
     for txn in pack(units):
         with store.write():
+            totals: dict[str, int] = {}
             for unit, chunk, first, _last in txn:
-                skipped += _write_chunk(store, unit, chunk, first, added_ids)
+                skipped += _write_chunk(store, unit, chunk, first, added_ids, totals)
+            store.add_to_counters(totals)
     added = sum(len(v) for v in added_ids.values())
     if added_ids:
         with store.write():
@@ -194,7 +196,12 @@ def run_deferred_hooks(store: Store) -> bool:
 
 
 def _write_chunk(
-    store: Store, unit: SessionWrite, chunk: list[NewMessage], first: bool, added_ids: dict[str, list[int]]
+    store: Store,
+    unit: SessionWrite,
+    chunk: list[NewMessage],
+    first: bool,
+    added_ids: dict[str, list[int]],
+    totals: dict[str, int],
 ) -> int:
     """One session's part of a transaction; returns how many messages were already there."""
     if first and unit.row is not None:
@@ -205,7 +212,7 @@ def _write_chunk(
         if msg_id is not None:
             added_ids.setdefault(unit.session_id, []).append(msg_id)
             added.append(m)
-    store.finish_batch(unit.session_id, added)
+    store.finish_batch(unit.session_id, added, totals)
     if first:
         for e in unit.entries:
             store.insert_entry(e)
@@ -246,6 +253,7 @@ class Importer:
         self._pending: list[SessionWrite] = []
         self._pending_messages = 0
         self.messages_read = 0  # messages in the files read so far (for a progress display)
+        self._any_tombstone: bool | None = None
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -340,7 +348,9 @@ class Importer:
         return forget.forgotten_hashes(self.store, session_id)
 
     def _forgotten_anywhere(self, hash_: str) -> bool:
-        return forget.forgotten_anywhere(self.store, hash_)
+        if self._any_tombstone is None:  # asked once per batch: most archives have none
+            self._any_tombstone = bool(self.store.scalar("SELECT EXISTS (SELECT 1 FROM forgotten)"))
+        return self._any_tombstone and forget.forgotten_anywhere(self.store, hash_)
 
     def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write planned sessions now (another backend's importer writes through its own store)."""
@@ -350,6 +360,7 @@ class Importer:
         if not self._pending:
             return
         added, skipped = self.write_units(self._pending)
+        self._any_tombstone = None
         report.added += added
         report.skipped += skipped
         self._pending, self._pending_messages = [], 0

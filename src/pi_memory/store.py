@@ -662,11 +662,19 @@ class Store(SharedSql):
                 (m.packed_raw or compress(m.raw, m.text), m.entry_id, m.entry_type, msg_id),
             )
 
-    def finish_batch(self, session_id: str, added: list[NewMessage]) -> None:
-        """Counters the ranking needs, and the session's newest time, once per batch."""
+    def finish_batch(self, session_id: str, added: list[NewMessage], totals: dict[str, int] | None = None) -> None:
+        """Counters the ranking needs, and the session's newest time, once per batch.
+
+        With `totals`, the counter deltas are added there, for the caller to write once per transaction.
+        """
         indexed = [m for m in added if m.indexed]
         if indexed:
-            self.add_to_counters({"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)})
+            deltas = {"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)}
+            if totals is None:
+                self.add_to_counters(deltas)
+            else:
+                for name, delta in deltas.items():
+                    totals[name] = totals.get(name, 0) + delta
         if added:
             self.conn.execute(
                 "UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (max(m.ts for m in added), session_id)
