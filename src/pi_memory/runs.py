@@ -62,7 +62,7 @@ RUN_COLUMNS = """r.id, r.session_id, s.cwd, s.project, r.start_ts, r.end_ts, r.s
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:
     rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, summary, fields = row
-    loaded = json.loads(fields) if fields else {}
+    loaded = json.loads(decode_text(fields)) if fields else {}
     return RunInfo(rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, summary, loaded)
 
 
@@ -324,7 +324,7 @@ def write_run(store: Store, session_id: str, run: PreparedRun) -> tuple[int, boo
             summary.tool_calls,
             tool_errors,
             summary.line,
-            fields,
+            store.stored_text(fields),
         ),
     )[0]
     run_id = int(row[0])

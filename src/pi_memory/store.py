@@ -245,6 +245,14 @@ class SharedSql:
         """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
         return value
 
+    @staticmethod
+    def stored_text(value: str) -> str | bytes:
+        """Long derived text (a run's fields JSON) as this backend keeps it: PostgreSQL plain, SQLite packed.
+
+        Read back with `decode_text`, which takes either.
+        """
+        return value
+
     # --- what the importer and live capture ask ---------------------------------------
 
     def existing_hashes(self, session_id: str) -> dict[str, bool]:
@@ -615,6 +623,10 @@ class Store(SharedSql):
 
     def raw_blob(self, raw: bytes, text: str) -> bytes:
         return compress(raw, text)
+
+    @staticmethod
+    def stored_text(value: str) -> str | bytes:
+        return encode_text(value)
 
     def insert_message(self, m: NewMessage) -> int | None:
         """Insert unless present; returns the new msg id, or None for a duplicate.
