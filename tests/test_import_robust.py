@@ -147,3 +147,21 @@ def whole_raw(a: Archive, address: str) -> bytes:
         if detail.next_offset is None:
             return "".join(pages).encode("utf-8", "surrogatepass")
         offset = detail.next_offset
+
+
+def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> None:
+    from pi_memory.ingest import BATCH, INDEX_BUDGET, SessionWrite, pack
+    from pi_memory.store import NewMessage
+
+    def msg(i: int, tokens: int) -> NewMessage:
+        return NewMessage("s", i, "user", "x", True, None, None, {}, f"h{i}", chars="a" * tokens)
+
+    many_short = SessionWrite("s", [msg(i, 10) for i in range(BATCH * 2 + 5)])
+    assert [sum(len(c[1]) for c in t) for t in pack([many_short])] == [BATCH, BATCH, 5]
+    heavy = SessionWrite("s", [msg(i, INDEX_BUDGET // 4) for i in range(10)])
+    sizes = [sum(len(c[1]) for c in t) for t in pack([heavy])]
+    assert sum(sizes) == 10 and max(sizes) <= 4 and len(sizes) >= 3
+    units = [SessionWrite(f"s{i}", [msg(i, 5)]) for i in range(3)] + [SessionWrite("empty", [])]
+    assert [[(u.session_id, first, last) for u, _, first, last in t] for t in pack(units)] == [
+        [("s0", True, True), ("s1", True, True), ("s2", True, True), ("empty", True, True)]
+    ]
