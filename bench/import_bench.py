@@ -208,7 +208,8 @@ def run_import(src: Path, folder: Path, db: Path) -> dict[str, Any]:
         if proc.returncode != 0:
             err.seek(0)
             raise SystemExit(f"import failed: {err.read().decode(errors='replace')[-2000:]}")
-    return {"seconds": wall, "peak_rss_mb": usage.ru_maxrss / 1024, "report": json.loads(out)}
+    cpu = usage.ru_utime + usage.ru_stime  # the importer and its parse worker together
+    return {"seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": usage.ru_maxrss / 1024, "report": json.loads(out)}
 
 
 def table_bytes(src: Path, db: Path) -> dict[str, Any]:
@@ -276,6 +277,42 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
     return latency_summary(ms)
 
 
+LIVE_CPU = """
+import json, sys, time
+from pi_memory import Archive
+from pi_memory.ingest import run_deferred_hooks
+db, messages = sys.argv[1], json.loads(sys.stdin.read())
+cpu = []
+with Archive.open(db) as archive:
+    archive.store.defer_checkpoints()
+    archive.store.defer_hooks()
+    archive.ensure_session("live-cpu", "/home/dev/live")
+    for i, m in enumerate(messages):
+        c = time.process_time()
+        archive.capture_message("live-cpu", m)
+        cpu.append((time.process_time() - c) * 1000)
+        if i % 40 == 39:
+            run_deferred_hooks(archive.store)
+            archive.store.checkpoint()
+print(json.dumps(cpu))
+"""
+
+
+def live_cpu(src: Path, db: Path, words: Words, n: int) -> dict[str, float]:
+    """The same captures in-process, CPU time of each: the write's own cost, free of the machine's load."""
+    messages = agent_messages(words, n, int(time.time() * 1000) + 50_000_000)
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run(
+        [sys.executable, "-c", LIVE_CPU, str(db)],
+        input=json.dumps(messages),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return latency_summary(json.loads(out.stdout))
+
+
 def verbatim_share(src: Path, work: Path) -> float:
     """Verbatim store bytes / source bytes on the real pi fixture sessions (tests/data/pi)."""
     files = sorted((REPO / "tests" / "data" / "pi").glob("*.jsonl"))
@@ -304,18 +341,22 @@ def measure(
     report = imported["report"]
     sizes = table_bytes(src, db)
     live = live_writes(src, db, words, args.live) if args.live else {}
+    cpu = live_cpu(src, db, words, args.live) if args.live else {}
     return {
         "label": label,
         "shape": shape,
         **built,
         "seconds": round(imported["seconds"], 2),
         "msg_per_s": round(report["added"] / imported["seconds"]),
+        "cpu_ms_per_msg": round(imported["cpu_seconds"] * 1000 / max(1, report["added"]), 3),
+        "cpu_ms_per_session": round(imported["cpu_seconds"] * 1000 / max(1, report["sessions"]), 3),
         "sessions_per_s": round(report["sessions"] / imported["seconds"]),
         "added": report["added"],
         "peak_rss_mb": round(imported["peak_rss_mb"]),
         "bytes_per_message": sizes["per_message"],
         "source_bytes_per_message": round(built["source_bytes"] / max(1, built["messages"])),
         "live_write_ms": live,
+        "live_write_cpu_ms": cpu,
     }
 
 
@@ -362,7 +403,20 @@ def main() -> None:
     print()
     print(
         table(
-            ["code", "shape", "msgs", "msg/s", "sessions/s", "peak MB", "B/msg", "live p50", "live p99"],
+            [
+                "code",
+                "shape",
+                "msgs",
+                "msg/s",
+                "sessions/s",
+                "CPU ms/msg",
+                "peak MB",
+                "B/msg",
+                "live p50",
+                "live p99",
+                "CPU p50",
+                "CPU p99",
+            ],
             [
                 [
                     r["label"],
@@ -370,10 +424,13 @@ def main() -> None:
                     r["added"],
                     r["msg_per_s"],
                     r["sessions_per_s"],
+                    r["cpu_ms_per_msg"],
                     r["peak_rss_mb"],
                     r["bytes_per_message"]["total"],
                     r["live_write_ms"].get("p50", ""),
                     r["live_write_ms"].get("p99", ""),
+                    r["live_write_cpu_ms"].get("p50", ""),
+                    r["live_write_cpu_ms"].get("p99", ""),
                 ]
                 for r in rows
             ],
@@ -396,6 +453,7 @@ def main() -> None:
             old = next(r for r in rows if r["shape"] == shape and r["label"] == args.baseline)
             ratios[shape] = {
                 "msg_per_s": round(new["msg_per_s"] / max(1, old["msg_per_s"]), 2),
+                "cpu_per_msg": round(new["cpu_ms_per_msg"] / max(1e-9, old["cpu_ms_per_msg"]), 2),
                 "bytes_per_message": round(
                     new["bytes_per_message"]["total"] / max(1, old["bytes_per_message"]["total"]), 2
                 ),
@@ -404,7 +462,7 @@ def main() -> None:
                 else None,
             }
             print(
-                f"{shape}: this / {args.baseline}: import rate x{ratios[shape]['msg_per_s']}, bytes per message x{ratios[shape]['bytes_per_message']}, live p99 x{ratios[shape]['live_p99']}"
+                f"{shape}: this / {args.baseline}: import rate x{ratios[shape]['msg_per_s']}, CPU per message x{ratios[shape]['cpu_per_msg']}, bytes per message x{ratios[shape]['bytes_per_message']}, live p99 x{ratios[shape]['live_p99']}"
             )
     data = result_header("import_bench", {k: str(v) for k, v in vars(args).items()})
     data.update({"load_average": os.getloadavg(), "results": rows, "verbatim_share": verbatim, "ratios": ratios})
