@@ -149,9 +149,11 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
                 skipped += _write_chunk(store, unit, chunk, first, added_ids, totals)
             store.add_to_counters(totals)
     added = sum(len(v) for v in added_ids.values())
-    if added_ids:
+    # only a new user message can become a session's first one
+    new_users = {u.session_id for u in units if u.session_id in added_ids and any(m.role == "user" for m in u.messages)}
+    if new_users:
         with store.write():
-            for session_id in added_ids:
+            for session_id in new_users:
                 store.update_first_user(session_id)
     for unit in units:
         if unit.unfinished:
