@@ -165,3 +165,22 @@ def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> Non
     assert [[(u.session_id, first, last) for u, _, first, last in t] for t in pack(units)] == [
         [("s0", True, True), ("s1", True, True), ("s2", True, True), ("empty", True, True)]
     ]
+
+
+def test_plain_and_packed_message_rows_live_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pi_memory.store as store
+
+    folder = many_sessions(tmp_path / "sessions", 2)
+    with Archive.open(tmp_path / "a.db") as a:
+        monkeypatch.setattr(store, "PACK_TEXT", False)
+        a.import_paths([folder / "s0000.jsonl"])
+        monkeypatch.setattr(store, "PACK_TEXT", True)
+        a.import_paths([folder / "s0001.jsonl"])
+        kinds = {
+            sid: {type(t) for (t,) in a.store.rows("SELECT text FROM msg WHERE session_id=?", (sid,))}
+            for sid in ("copy-0000", "copy-0001")
+        }
+        assert kinds == {"copy-0000": {str}, "copy-0001": {bytes}}
+        assert {h.session_id for h in a.search("响应式", limit=50)} == {"copy-0000", "copy-0001"}
+        texts = [[m.text for m in a.read(sid, before=50, after=0).messages] for sid in ("copy-0000", "copy-0001")]
+        assert texts[0] == texts[1] and texts[0]

@@ -441,7 +441,7 @@ class Importer:
 
 # a message's tokens and storage, made by the parse worker:
 # (chars, grams, packed text, packed verbatim line, the verbatim line it was packed from)
-Cut = tuple[str, str, bytes | None, bytes | None, bytes | None]
+Cut = tuple[str, str, str | bytes | None, bytes | None, bytes | None]
 Prepared = tuple[ParsedSession, dict[str, Cut]]
 
 
