@@ -313,6 +313,38 @@ def live_cpu(src: Path, db: Path, words: Words, n: int) -> dict[str, float]:
     return latency_summary(json.loads(out.stdout))
 
 
+FTS_FLOOR = """
+import json, sys, tempfile, time
+from pathlib import Path
+import apsw
+from pi_memory.ingest import discover, parse_and_tokenize
+cuts = []
+for f in discover([Path(sys.argv[1])]):
+    parsed, tokens = parse_and_tokenize(str(f), None)
+    cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
+conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
+conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
+conn.execute(\"\"\"CREATE VIRTUAL TABLE msg_fts USING fts5(chars, grams, content='', contentless_delete=1,
+               tokenize="ascii tokenchars '_'", detail='column')\"\"\")
+start = time.process_time()
+for i in range(0, len(cuts), 200):
+    with conn:
+        for j, (chars, grams) in enumerate(cuts[i : i + 200]):
+            conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (i + j + 1, chars, grams))
+print(json.dumps({"messages": len(cuts), "cpu_ms_per_msg": (time.process_time() - start) * 1000 / max(1, len(cuts))}))
+"""
+
+
+def fts_floor(src: Path, folder: Path) -> dict[str, float]:
+    """CPU per message of the FTS5 inserts alone (bare table, msg_fts's definition, 200 per transaction)."""
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run(
+        [sys.executable, "-c", FTS_FLOOR, str(folder)], env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, float] = json.loads(out.stdout)
+    return result
+
+
 def verbatim_share(src: Path, work: Path) -> float:
     """Verbatim store bytes / source bytes on the real pi fixture sessions (tests/data/pi)."""
     files = sorted((REPO / "tests" / "data" / "pi").glob("*.jsonl"))
@@ -496,8 +528,19 @@ def main() -> None:
     print()
     print("verbatim store / source bytes on tests/data/pi: " + ", ".join(f"{k} {v:.1%}" for k, v in verbatim.items()))
     ratios = ratios_of(rows, list(shapes), args.baseline) if args.baseline else {}
+    floor = {shape: fts_floor(REPO / "src", folder) for shape, (folder, _) in shapes.items()}
+    for shape, f in floor.items():
+        print(f"{shape}: FTS5 inserts alone (the writer's floor): {f['cpu_ms_per_msg']:.3f} CPU ms per indexed message")
     data = result_header("import_bench", {k: str(v) for k, v in vars(args).items()})
-    data.update({"load_average": os.getloadavg(), "results": rows, "verbatim_share": verbatim, "ratios": ratios})
+    data.update(
+        {
+            "load_average": os.getloadavg(),
+            "results": rows,
+            "verbatim_share": verbatim,
+            "ratios": ratios,
+            "fts_floor": floor,
+        }
+    )
     if args.baseline:
         data["baseline_commit"] = subprocess.run(
             ["git", "-C", str(REPO), "rev-parse", args.baseline], capture_output=True, text=True
