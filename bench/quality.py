@@ -222,7 +222,9 @@ class Systems:
 
     def like(self, q: str) -> list[int]:
         parts = q.split(" ")
-        where = " AND ".join(["text LIKE ? ESCAPE '\\'"] * len(parts))
+        # message text is stored compressed: the scan decodes each row, as any scan of it must
+        self.conn.create_scalar_function("decode_text", decode_text, 1, deterministic=True)
+        where = " AND ".join(["decode_text(text) LIKE ? ESCAPE '\\'"] * len(parts))
         params = ["%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for p in parts]
         sql = f"SELECT id FROM msg WHERE indexed AND {where} ORDER BY id DESC LIMIT ?"
         return self.docs([int(r[0]) for r in self.conn.execute(sql, params + [K])])

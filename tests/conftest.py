@@ -53,6 +53,28 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", ["sqlite"] if only else list(BACKENDS))
 
 
+def skip_reasons(reports: list[pytest.TestReport]) -> list[tuple[int, str]]:
+    """Skipped tests grouped by reason, most first: (count, reason)."""
+    counts: dict[str, int] = {}
+    for report in reports:
+        longrepr = report.longrepr
+        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        counts[reason] = counts.get(reason, 0) + 1
+    return sorted(((n, r) for r, n in counts.items()), key=lambda nr: (-nr[0], nr[1]))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """A green run must say what it did not run: every skip reason with its count, without -rs."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if isinstance(r, pytest.TestReport)]
+    if not skipped:
+        return
+    ran = sum(len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "error", "xfailed", "xpassed"))
+    terminalreporter.write_sep("=", f"{len(skipped)} tests skipped ({ran} ran), by reason", yellow=True)
+    for count, reason in skip_reasons(skipped):
+        terminalreporter.write_line(f"{count:>5}  {reason}")
+
+
 @pytest.fixture
 def archive_target(backend: str, db_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """What `Archive.open` takes for this backend: the test's file, or a fresh PostgreSQL schema.

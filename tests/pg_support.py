@@ -13,7 +13,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
-NO_PG_REASON = 'PI_MEMORY_TEST_PG is not set: start a server with `eval "$(scripts/ci-postgres.sh start)"`'
+NO_PG_REASON = 'PostgreSQL variant: PI_MEMORY_TEST_PG is not set (start a throw-away server with `eval "$(scripts/ci-postgres.sh start)"`, or run .ci/run)'
 
 
 def admin_url() -> str:

@@ -171,7 +171,7 @@ def test_filters_project_since_session_roles_and_limit(small: Archive):
 def test_hits_carry_the_contract_fields(small: Archive):
     hit = small.search("缓存")[0].to_dict()
     assert set(hit) == {"msg_id", "session_id", "seq", "role", "ts", "project", "score", "snippet"}
-    assert "【" in hit["snippet"]
+    assert "⟦" in hit["snippet"]
 
 
 def test_search_in_real_sessions(imported: Archive):

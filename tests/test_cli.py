@@ -61,7 +61,7 @@ def test_search_json_matches_the_contract():
 def test_search_text_output_is_grouped_by_session():
     run("import", str(PI_DATA))
     code, out, _ = run("search", "响应式")
-    assert code == 0 and out.startswith("[") and "msg_id=" in out and "【响应式】" in out
+    assert code == 0 and out.startswith("[") and "msg_id=" in out and "⟦响应式⟧" in out
 
 
 def test_read_and_stats_json_shapes():
@@ -91,7 +91,7 @@ def test_a_missing_path_is_one_clear_line():
 
 def test_a_bad_since_is_one_clear_line():
     code, _, err = run("search", "x", "--since", "last tuesday")
-    assert code == 1 and err.strip() == "Error: bad date 'last tuesday': use YYYY-MM-DD"
+    assert code == 2 and err.strip() == "Error: bad date 'last tuesday': use YYYY-MM-DD"
 
 
 def test_an_unreadable_db_path_is_one_clear_line(tmp_path: Path):

@@ -72,12 +72,12 @@ def test_session_memories_need_their_session(ws: Path) -> None:
     code, _out, err = run("forget-memory", "--cwd", str(ws), made["memory"]["id"])
     assert code == 1 and "no memory" in err
     code, _out, err = run("remember", "--scope", "session", "--cwd", str(ws), "no session")
-    assert code == 1 and "--session" in err
+    assert code == 2 and "--session" in err
 
 
 def test_errors_are_one_line_without_traceback(ws: Path) -> None:
     code, _out, err = run("remember", "--cwd", str(ws), "x" * 8001)
-    assert code == 1 and "8,000" in err and "Traceback" not in err and err.count("\n") == 1
+    assert code == 2 and "8,000" in err and "Traceback" not in err and err.count("\n") == 1
     code, _out, err = run("memory", "show", "--cwd", str(ws), "mem_0000000000")
     assert code == 1 and err.startswith("Error: no memory")
 

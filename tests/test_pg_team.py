@@ -228,7 +228,7 @@ def test_stats_from_the_cli_show_the_url_without_its_password(pg_url: str):
 
 def test_who_wrote_it_filters_on_a_local_archive_are_a_clear_error(db_path: Path):
     result = CliRunner().invoke(cli, ["--db", str(db_path), "search", "x", "--mine"])
-    assert result.exit_code == 1 and "filter a team archive" in result.output
+    assert result.exit_code == 2 and "filter a team archive" in result.output
 
 
 def test_run_counts_of_common_summary_tokens_are_estimated_past_the_cap(

@@ -2,7 +2,7 @@ import pytest
 
 from pi_memory import Archive
 from pi_memory.errors import BadInput, NotFound
-from pi_memory.format import READ_CAP, format_read, format_stats
+from pi_memory.format import READ_CAP, format_read, format_stats, short_id
 
 VUE_SID_073 = None
 
@@ -36,6 +36,23 @@ def test_read_accepts_an_8_char_prefix_and_rejects_shorter_or_ambiguous(imported
         imported.read("01a2364c")  # UUIDv7 sessions made in the same minute share 8 chars
     with pytest.raises(NotFound):
         imported.read("ffffffff-none")
+
+
+def test_read_accepts_the_short_id_that_listings_show(imported: Archive):
+    sid = session_of(imported, "search-svc")
+    assert short_id(sid) == sid[-8:]
+    assert imported.read(short_id(sid)).session.id == sid
+
+
+def test_an_ambiguous_session_id_lists_the_candidates_by_short_id(imported: Archive):
+    with pytest.raises(BadInput) as raised:
+        imported.read("01a2364c")
+    message = str(raised.value)
+    assert "pick one of:" in message and "\n" not in message
+    shorts = {short_id(str(r[0])): r[1] for r in imported.store.rows("SELECT id, project FROM session")}
+    listed = [c.split()[:2] for c in message.split("pick one of: ", 1)[1].split("; ")]
+    assert len(listed) == 5 and message.endswith("…")  # the newest five, and a sign that there are more
+    assert all(shorts[short] == project for short, project in listed)
 
 
 def test_read_around_a_message_of_another_session_is_an_error(imported: Archive):

@@ -169,7 +169,7 @@ def test_assistant_kind_includes_replies_with_and_without_tool_calls(imported: A
 def test_tool_result_search_matches_the_full_output_not_only_the_preview(imported: Archive) -> None:
     # k2599 is deep inside a 27 KB bash output: the stored preview has only its first 300 chars
     found = imported.recall({"session": LONG, "scope": "session", "kind": "tool_result", "query": "k2599"})
-    assert ids(found) == ["c66606fd"] and "【k2599】" in found["results"][0]["snippet"]
+    assert ids(found) == ["c66606fd"] and "⟦k2599⟧" in found["results"][0]["snippet"]
     assert ids(imported.recall({"kind": "tool_result", "query": "k2599"})) == ["c66606fd"]
     assert not imported.recall({"session": LONG, "scope": "session", "kind": "user", "query": "k2599"})["results"]
 
@@ -221,11 +221,23 @@ def test_search_results_page_too(imported: Archive) -> None:
     assert second["results"] and not set(ids(first)) & set(ids(second))
 
 
+def test_paging_a_query_over_all_sessions_reaches_the_tool_outputs_too(imported: Archive) -> None:
+    seen: list[dict[str, Any]] = []
+    page: int | None = 1
+    while page:
+        found = imported.recall({"scope": "all", "query": "nginx", "limit": 3, "page": page})
+        seen += found["results"]
+        page = found["next_page"]
+    whole = imported.recall({"scope": "all", "query": "nginx", "limit": 30})["results"]
+    assert [r["msg_id"] for r in seen] == [r["msg_id"] for r in whole]
+    assert any(r["role"] == "tool_result" for r in seen)  # stored, not indexed: found by the bounded scan
+
+
 def test_results_carry_ids_address_role_time_and_snippet(imported: Archive) -> None:
     hit = on_branch(imported, query="Last-Event-ID")["results"][0]
     assert hit["entry_id"] and hit["msg_id"] and hit["ts"] and hit["role"]
     assert hit["address"].startswith("r") and "/m" in hit["address"]
-    assert "【" in hit["snippet"]
+    assert "⟦" in hit["snippet"]
     detail = imported.read_address(hit["address"])
     assert detail.msg_id == hit["msg_id"]  # type: ignore[union-attr]
 
@@ -428,7 +440,7 @@ def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanne
     found = on_branch(imported, query="Last-Event-ID", kind="assistant")
     assert set(ids(found)) == set(ids(indexed)) == {"a9ca8037", "75a684c5"}
     assert ids(found) == ["a9ca8037", "75a684c5"]  # newest first
-    assert all("【" in r["snippet"] for r in found["results"])
+    assert all("⟦" in r["snippet"] for r in found["results"])
 
 
 @pytest.mark.parametrize(

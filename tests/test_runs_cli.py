@@ -73,7 +73,7 @@ def test_read_accepts_run_and_message_addresses(archive_target: str) -> None:
 
 def test_read_session_still_works(archive_target: str) -> None:
     imported(archive_target)
-    assert "session 01a2364c" in run("read", "01a2364c-a7f6-75cb")
+    assert "session 8165f27d" in run("read", "01a2364c-a7f6-75cb")  # the short id: its last 8 characters
 
 
 def test_search_scope_summary_prints_one_line_per_run(archive_target: str) -> None:

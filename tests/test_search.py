@@ -181,7 +181,7 @@ def test_limit_is_respected(small: Archive):
 def test_hits_carry_the_contract_fields(small: Archive):
     hit = small.search("缓存")[0].to_dict()
     assert set(hit) == {"msg_id", "session_id", "seq", "role", "ts", "project", "score", "snippet"}
-    assert "【" in hit["snippet"]
+    assert "⟦" in hit["snippet"]
 
 
 def test_search_output_is_grouped_by_session_and_capped(imported: Archive):

@@ -169,3 +169,19 @@ def test_cli_search_sessions_with_one_session_filter_is_a_clear_error(archive_ta
     assert out.returncode != 0
     assert "cannot be combined" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_spelling_the_user_typed_ranks_first_and_folded_spellings_still_match(archive: Archive) -> None:
+    ids = _fill(archive, {"s": ["燦爛的陽光，燦爛的笑容，燦爛的一天", "灿烂的一天", "今天下雨"]})
+    hits = archive.search("灿", limit=5)
+    assert [h.msg_id for h in hits] == [ids["灿烂的一天"], ids["燦爛的陽光，燦爛的笑容，燦爛的一天"]]
+    traditional = archive.search("燦", limit=5)
+    assert traditional[0].msg_id == ids["燦爛的陽光，燦爛的笑容，燦爛的一天"]
+
+
+def test_messages_holding_only_characters_of_the_query_words_are_not_hits(archive: Archive) -> None:
+    ids = _fill(archive, {"s": ["缓冲区满了", "这个文件不存在", "缓存索引方案定了", "今天天气不错"]})
+    hits = archive.search("缓存索引 方案", limit=10)
+    assert [h.msg_id for h in hits] == [ids["缓存索引方案定了"]]
+    alone = archive.search("缓冲 存在", limit=10)  # words that are there are still found
+    assert {h.msg_id for h in alone} == {ids["缓冲区满了"], ids["这个文件不存在"]}

@@ -93,14 +93,14 @@ def test_hostile_query_yields_only_word_tokens():
 def test_snippet_marks_the_whole_query_phrase_before_single_tokens():
     text = "前" * 300 + "这是缓存索引的方案" + "后" * 300
     out = snippet(text, [query_phrases_for_snippet("缓存索引"), ["索引", "缓存"]])
-    assert "【缓存索引】" in out
+    assert "⟦缓存索引⟧" in out
     assert out.startswith("…") and out.endswith("…")
     assert len(out) < 340
 
 
 def test_snippet_does_not_find_a_word_inside_a_longer_word():
     out = snippet("there is the whale", [["the"]])
-    assert "【the】 whale" in out
+    assert "⟦the⟧ whale" in out
 
 
 def test_snippet_without_a_hit_shows_the_start():
@@ -111,3 +111,20 @@ def test_clip_says_how_much_was_cut():
     text, cut = clip("abcdef", 3)
     assert cut and text == "abc…[3 more chars]"
     assert clip("ab", 3) == ("ab", False)
+
+
+def test_snippet_marks_every_occurrence_of_the_matched_words_in_its_window():
+    out = snippet("方案一：缓存索引。方案二：不用缓存索引，改方案", [["缓存索引", "方案"], ["缓", "存"]])
+    assert out == "⟦方案⟧一：⟦缓存索引⟧。⟦方案⟧二：不用⟦缓存索引⟧，改⟦方案⟧"
+
+
+def test_snippet_marks_english_words_only_as_whole_words_and_every_time():
+    out = snippet("the theme of the whale", [["the"]])
+    assert out == "⟦the⟧ theme of ⟦the⟧ whale"
+
+
+def test_the_hit_marker_cannot_be_confused_with_chinese_brackets():
+    from pi_memory.text import HIT_CLOSE, HIT_OPEN
+
+    out = snippet("见【附录】里的缓存说明", [["缓存"]])
+    assert out == "见【附录】里的⟦缓存⟧说明" and (HIT_OPEN, HIT_CLOSE) == ("⟦", "⟧")

@@ -10,6 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,6 +57,18 @@ def claude_file(isolated_home: Path) -> Path:
     return path
 
 
+def _stop(proc: subprocess.Popen[Any], sig: signal.Signals = signal.SIGTERM) -> None:
+    """Stop a watch process; kill it if it does not stop, so no test leaves one running."""
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise
+
+
 @pytest.fixture
 def watcher(archive_target: str, claude_file: Path) -> Iterator[subprocess.Popen[str]]:
     proc = subprocess.Popen([*python_cli(), "watch"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
@@ -64,6 +77,28 @@ def watcher(archive_target: str, claude_file: Path) -> Iterator[subprocess.Popen
         if not started:
             proc.kill()
             pytest.fail(f"watch did not start: {proc.stderr.read() if proc.stderr else ''}")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+@pytest.fixture
+def watcher_ignoring_sigint(archive_target: str, claude_file: Path) -> Iterator[subprocess.Popen[str]]:
+    """`watch` started with SIGINT ignored, as a shell starts a background job (`pi-memory watch &`)."""
+    proc = subprocess.Popen(
+        [*python_cli(), "watch"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    try:
+        if not _until(lambda: _count(archive_target, "first alpha") == 1, START_S):
+            pytest.fail("watch did not start")
         yield proc
     finally:
         if proc.poll() is None:
@@ -142,8 +177,7 @@ def test_a_migration_rewrite_adds_only_the_new_message(archive_target: str, isol
         with Archive.open(archive_target) as archive:
             assert archive.stats().messages == before + 1
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
+        _stop(proc, signal.SIGINT)
 
 
 def test_a_deleted_file_stays_in_the_archive_and_is_marked(
@@ -171,9 +205,10 @@ def test_an_agent_folder_created_after_the_start_is_followed(archive_target: str
         (day / rollout.name).write_bytes(rollout.read_bytes())
         assert _until(lambda: _count(archive_target, "synthetic files are alpha") == 1, APPEAR_S)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
-        proc.stderr.close()  # type: ignore[union-attr]
+        try:
+            _stop(proc)
+        finally:
+            proc.stderr.close()  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
@@ -196,6 +231,15 @@ def _migrate_v1_to_v3(raw: bytes) -> bytes:
             previous = data["id"]
         out.append(json.dumps(data, ensure_ascii=False).encode())
     return b"\n".join(out) + b"\n"
+
+
+def test_watch_stops_on_sigint_even_when_started_with_sigint_ignored(
+    watcher_ignoring_sigint: subprocess.Popen[str],
+) -> None:
+    watcher_ignoring_sigint.send_signal(signal.SIGINT)
+    assert watcher_ignoring_sigint.wait(timeout=10) == 0
+    assert watcher_ignoring_sigint.stderr is not None
+    assert "stopped" in watcher_ignoring_sigint.stderr.read()
 
 
 def _like(pattern: str, text: str) -> bool:

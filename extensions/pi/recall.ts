@@ -20,7 +20,9 @@ export const SEARCH_FIELDS = {
   file: Type.Optional(Type.String({ description: "Only records that read or changed this path" })),
   kind: Type.Optional(
     Type.Union(
-      ["user", "assistant", "tool_call", "tool_result", "bash", "custom"].map((k) => Type.Literal(k)),
+      ["user", "assistant", "tool_call", "tool_result", "tool_error", "bash", "custom", "summary"].map((k) =>
+        Type.Literal(k),
+      ),
       { description: "Only this kind of record" },
     ),
   ),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -24,20 +24,27 @@ from .catalog import SessionListing, list_sessions
 from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from .forget import ForgetPlan, plan_target
+from .format import SHORT_ID, short_id
 from .ingest import Importer, ImportReport
 from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from .memory.find import INJECTION_BUDGET
 from .memory.log import ImportResult, RepairResult, parse_export
+from .overview import OVERVIEW_DAYS, Overview
 from .pg import pg_url
 from .retention import Advice
-from .runs import RunInfo, get_run, list_runs, parse_run_id
+from .runs import RunInfo, address_of, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
 from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from .sources.readers import AGENTS, existing_roots, session_roots
 from .store import Store, decode_text, default_db_path
 from .tail import Follower
+from .text import clip
+
+if TYPE_CHECKING:
+    from .review import Report
 
 READ_BEFORE, READ_AFTER = 4, 6
+REVIEW_MIN_COUNT = 3  # a finding seen this often gets a draft rule
 READ_MAX_SIDE = 50
 MIN_PREFIX = 8
 
@@ -117,6 +124,14 @@ def parse_since(value: str | None) -> int | None:
     if dt.tzinfo is None:
         dt = dt.replace(tzinfo=timezone.utc)
     return int(dt.timestamp() * 1000)
+
+
+def parse_until(value: str | None) -> int | None:
+    """An end date, inclusive: `YYYY-MM-DD` means up to the end of that day (UTC); a full time is exact."""
+    end = parse_since(value)
+    if end is not None and value is not None and len(value.strip()) == 10:
+        end += 24 * 3600 * 1000
+    return end
 
 
 def _json_meta(raw: str | None) -> dict[str, Any]:
@@ -231,17 +246,30 @@ class Archive:
         kinds: Iterable[str] = (),
         path: str | None = None,
         agent: str | None = None,
+        *,
+        until: str | int | None = None,
     ) -> list[Hit] | list[RunHit]:
-        """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only."""
+        """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only.
+
+        `until` (exclusive) bounds the period from above as `since` does from below.
+        """
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         if scope == "summary":
             return self.search_runs(
-                query, limit=limit, project=project, since=since, session=session, path=path, kinds=kinds, agent=agent
+                query,
+                limit=limit,
+                project=project,
+                since=since,
+                session=session,
+                path=path,
+                kinds=kinds,
+                agent=agent,
+                until=until,
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
-        filters = self.content_filters(project, since, session, roles, kinds, path, agent)
+        filters = self.content_filters(project, since, session, roles, kinds, path, agent, until=until)
         return self.searcher.search(str(query), limit=limit, filters=filters)
 
     def content_filters(
@@ -253,10 +281,13 @@ class Archive:
         kinds: Iterable[str] = (),
         path: str | None = None,
         agent: str | None = None,
+        *,
+        until: str | int | None = None,
     ) -> Filters:
         """The filters of a content search, checked and resolved (a session prefix to its id)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
         return Filters(
+            until_ms=until if isinstance(until, int) else parse_since(until),
             project=project or None,
             since_ms=since_ms,
             session_id=self.resolve_session(session) if session else None,
@@ -268,22 +299,44 @@ class Archive:
 
     # --- read ------------------------------------------------------------------------
 
-    def resolve_session(self, prefix: str) -> str:
-        prefix = prefix.strip()
-        if self.store.scalar("SELECT 1 FROM session WHERE id=?", (prefix,)):
-            return prefix
-        if len(prefix) < MIN_PREFIX:
-            raise BadInput(f"session id {prefix!r} is too short: give at least {MIN_PREFIX} characters")
-        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        ids = [
-            r[0]
-            for r in self.store.rows("SELECT id FROM session WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped + "%",))
-        ]
-        if not ids:
-            raise NotFound(f"no session matches {prefix!r}")
-        if len(ids) > 1:
-            raise BadInput(f"session id {prefix!r} is ambiguous: give more characters")
-        return str(ids[0])
+    def resolve_session(self, ref: str) -> str:
+        """A full session id, its last 8 characters (the short id every listing shows) or a prefix of 8+.
+
+        An ambiguous reference names the sessions it matches, so the person can pick one.
+        """
+        ref = ref.strip()
+        if self.store.scalar("SELECT 1 FROM session WHERE id=?", (ref,)):
+            return ref
+        if len(ref) < MIN_PREFIX:
+            raise BadInput(
+                f"session id {ref!r} is too short: give its last {SHORT_ID} characters (as listed) "
+                f"or at least {MIN_PREFIX} of its start"
+            )
+        escaped = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self.store.rows(
+            """SELECT id, project, first_user FROM session
+               WHERE id LIKE ? ESCAPE '\\' OR id LIKE ? ESCAPE '\\' ORDER BY last_at DESC LIMIT 6""",
+            (escaped + "%", "%" + escaped),
+        )
+        if not rows:
+            raise NotFound(f"no session matches {ref!r}: `pi-memory sessions` lists them")
+        if len(rows) > 1:
+            shown = "; ".join(
+                f"{short_id(r[0])} {r[1] or '?'} {clip(str(r[2] or '').replace(chr(10), ' '), 30, '…')[0]}".rstrip()
+                for r in rows[:5]
+            )
+            more = " …" if len(rows) > 5 else ""
+            raise BadInput(f"session id {ref!r} is ambiguous, pick one of: {shown}{more}")
+        return str(rows[0][0])
+
+    def addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
+        """The `rN/mK` address of each message that belongs to a run (`read` opens it)."""
+        found = {}
+        for msg_id in msg_ids:
+            address = address_of(self.store, int(msg_id))
+            if address is not None:
+                found[int(msg_id)] = address
+        return found
 
     def session_info(self, session_id: str) -> SessionInfo:
         row = self.store.session_row(session_id)
@@ -297,14 +350,16 @@ class Archive:
         around: int | None = None,
         before: int = READ_BEFORE,
         after: int = READ_AFTER,
+        *,
+        from_start: bool = False,
     ) -> Window:
-        """Messages of a session around one message (default: its last one), in order."""
+        """Messages of a session around one message (default: its last one, `from_start`: its first), in order."""
         before = max(0, min(int(before), READ_MAX_SIDE))
         after = max(0, min(int(after), READ_MAX_SIDE))
         with self.store.read():
             sid = self.resolve_session(session)
             info = self.session_info(sid)
-            pivot = self._pivot(sid, around)
+            pivot = self._pivot(sid, around, from_start)
             if pivot is None:
                 return Window(info, [], around, False, False)
             older, newer = self.store.message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
@@ -313,8 +368,8 @@ class Archive:
         views = [MessageView(r[0], r[1], r[2], r[3], decode_text(r[4]), r[5], _json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
-    def _pivot(self, sid: str, around: int | None) -> tuple[int, int] | None:
-        pivot = self.store.window_pivot(sid, around)
+    def _pivot(self, sid: str, around: int | None, first: bool = False) -> tuple[int, int] | None:
+        pivot = self.store.window_pivot(sid, around, first)
         if pivot is None and around is not None:
             raise NotFound(f"message {around} is not in session {sid}")
         return pivot
@@ -442,6 +497,22 @@ class Archive:
         with self.store.read():
             return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
 
+    # --- in-session folding (pi_memory.fold) --------------------------------------------
+
+    def fold_addresses(self, session_id: str, entry_ids: list[str]) -> dict[str, str]:
+        """pi entry id -> run address (`r12/m4`) for the entries of a session the archive has in runs."""
+        from .fold.archive import addresses_for_entries
+
+        with self.store.read():
+            return addresses_for_entries(self.store, session_id, entry_ids)
+
+    def fold_records(self, session: str) -> tuple[list[Any], int]:
+        """A session's fold records in order, and how many precede its last compaction."""
+        from .fold.archive import session_fold_records
+
+        with self.store.read():
+            return session_fold_records(self.store, self.resolve_session(session))
+
     # --- runs: navigation summaries, addressed reads, forget ---------------------------
 
     def runs(
@@ -464,9 +535,11 @@ class Archive:
         path: str | None = None,
         kinds: Iterable[str] = (),
         agent: str | None = None,
+        *,
+        until: str | int | None = None,
     ) -> list[RunHit]:
         """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
-        return self._summary_hits(query, limit, project, since, session, path, kinds, agent)
+        return self._summary_hits(query, limit, project, since, session, path, kinds, agent, until=until)
 
     def _summary_hits(
         self,
@@ -479,9 +552,14 @@ class Archive:
         kinds: Iterable[str],
         agent: str | None,
         extra: tuple[str, list[Any]] = ("TRUE", []),
+        *,
+        until: str | int | None = None,
     ) -> list[RunHit]:
         """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
+        until_ms = until if isinstance(until, int) else parse_since(until)
+        if until_ms is not None:
+            extra = (f"({extra[0]}) AND r.start_ts < ?", [*extra[1], until_ms])
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
         return search_summaries(
@@ -505,6 +583,18 @@ class Archive:
         if parsed.pos is None:
             return read_run(self.store, parsed.run_id, offset)
         return read_message(self.store, parsed, offset=offset, raw=raw, thinking=thinking)
+
+    def run_addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
+        """The `r<N>/m<K>` address of each message (for `read_address`); messages outside runs are left out."""
+        ids = list(msg_ids)
+        return self.store.run_addresses(ids) if ids else {}
+
+    def overview(self, days: int = OVERVIEW_DAYS) -> Overview:
+        """Totals, messages per day over the last `days`, per project and agent, and the last imports."""
+        from .overview import overview, totals
+
+        with self.store.read():
+            return overview(self.store, totals(self.store), days)
 
     def is_address(self, value: str) -> bool:
         return is_address(value)
@@ -608,6 +698,50 @@ class Archive:
         if text:
             out["text"] = format_recall(result)
         return out
+
+    # --- self-review (see `pi_memory.review`) ----------------------------------------------
+
+    def review(
+        self,
+        since: str | int | None = None,
+        until: str | int | None = None,
+        project: str | None = None,
+        agent: str | None = None,
+        min_count: int = REVIEW_MIN_COUNT,
+        cwd: str | Path | None = None,
+    ) -> Report:
+        """Recurring failures, user corrections, cost of work, draft rules and the ledger of the
+        workspace's memories (`cwd`), over the runs started in [since, until] (dates inclusive)."""
+        from .review import MemoryInfo, Scope, review
+
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        if int(min_count) < 1:
+            raise BadInput("min_count must be at least 1")
+        scope = Scope(
+            since if isinstance(since, int) else parse_since(since),
+            until if isinstance(until, int) else parse_until(until),
+            project or None,
+            agent or None,
+        )
+        workspace, state, _report = self.memories.state(cwd)
+        memories = [MemoryInfo(r.id, r.body, r.created_ts, r.status) for r in state.records.values()]
+        memories.sort(key=lambda m: (m.created_ts, m.id))
+        with self.store.read():
+            return review(self.store, scope, int(min_count), workspace, memories)
+
+    def review_link(self, memory_id: str, signature: str, cwd: str | Path | None = None) -> dict[str, Any]:
+        """Say that a memory addresses a finding (a signature, its `sig_` key, or a command as typed);
+        the ledger then counts that finding before and after the memory was written."""
+        from .review import add_link, link_key
+
+        if not signature or not signature.strip():
+            raise BadInput("give the finding's signature (or its sig_ key) as shown by `pi-memory review`")
+        record = self.memory_get(cwd, memory_id)
+        key, text = link_key(signature)
+        workspace = workspace_key(cwd)
+        added = add_link(self.store, workspace, record.id, key, text)
+        return {"workspace": workspace, "memory_id": record.id, "key": key, "signature": text, "added": added}
 
     # --- session-level search (issue 3) ----------------------------------------------
 

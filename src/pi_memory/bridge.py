@@ -32,6 +32,7 @@ from .api import Archive
 from .errors import ArchiveError, BadInput, NotFound
 from .ingest import run_deferred_hooks
 from .memory.tools import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
+from .review.commands import BRIDGE_METHODS as REVIEW_BRIDGE_METHODS
 from .search import Hit
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -220,6 +221,8 @@ def shutdown(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
 
 # long-term memory: the memory_* tools, memory_command, memory_injection, memory_start
 METHODS.update(MEMORY_BRIDGE_METHODS)
+# self-review: /review (the report) and /dream (the report as evidence for the model)
+METHODS.update(REVIEW_BRIDGE_METHODS)
 
 
 # --- the loop ---------------------------------------------------------------------------
@@ -428,3 +431,4 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
 
 
 from .compact import bridge_methods as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)
+from .fold import bridge_methods as _fold_methods  # noqa: E402, F401  (registers the fold_* methods)

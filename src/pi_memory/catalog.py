@@ -13,7 +13,7 @@ from typing import Any
 from . import format as fmt
 from .store import Store
 
-LIST_MAX = 500
+LIST_MAX = 1000  # the same cap as `runs`
 
 
 @dataclass
@@ -44,11 +44,13 @@ def list_sessions(
     if project:
         clauses.append("(s.project = ? OR s.cwd = ?)")
         params += [project, project]
+    # the newest sessions are chosen first and only they are counted: a count in the outer
+    # select would be computed for every session before the sort (170 ms at 10k sessions)
     rows = store.rows(
         f"""SELECT s.id, s.agent, s.project, s.cwd, s.started_at, s.last_at, s.name, s.first_user,
                    (SELECT count(*) FROM msg WHERE session_id = s.id), s.source_missing, s.parent_session
-            FROM session s WHERE {" AND ".join(clauses)}
-            ORDER BY s.last_at DESC LIMIT ?""",
+            FROM (SELECT * FROM session s WHERE {" AND ".join(clauses)} ORDER BY s.last_at DESC LIMIT ?) s
+            ORDER BY s.last_at DESC""",
         (*params, max(1, min(int(limit), LIST_MAX))),
     )
     return [_listing(r) for r in rows]
@@ -71,14 +73,20 @@ def _listing(r: tuple[Any, ...]) -> SessionListing:
 
 
 def format_listing(sessions: list[SessionListing]) -> str:
-    """One line per session: when, agent, project, size, title or first prompt."""
+    """One line per session, in aligned columns: when, agent, project, size, short id, title or first prompt."""
     if not sessions:
         return "No sessions."
-    lines = []
+    rows = []
     for s in sessions:
         title = (s.name or s.first_user or "").replace("\n", " ")[:80]
         gone = "  [source gone]" if s.source_missing else ""
-        lines.append(
-            f"{fmt.local_time(s.last_at, True)}  {s.agent:<6}  {s.project or '?'}  {s.messages} msgs  {s.id}  {title}{gone}"
+        size = fmt.plural(s.messages, "msg")
+        rows.append(
+            (fmt.local_time(s.last_at, True), s.agent, s.project or "?", size, fmt.short_id(s.id), title + gone)
         )
+    widths = [max(fmt.width(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for r in rows:
+        cells = [fmt.pad(r[i], widths[i]) if i != 3 else fmt.pad(r[i], widths[i], right=True) for i in range(5)]
+        lines.append("  ".join(cells) + "  " + r[5])
     return "\n".join(lines)

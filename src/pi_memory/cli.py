@@ -2,12 +2,14 @@
 
 Each command opens the archive, calls one library method and prints the
 result (text for people, `--json` for scripts). Library errors become one
-line on stderr and a non-zero exit, never a traceback.
+line on stderr and a non-zero exit, never a traceback: 2 for a usage error
+(a bad option or value, like click's own), 1 for anything else.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,9 +22,12 @@ import click
 from . import format as fmt
 from . import runview
 from .api import Archive, move_aside
-from .errors import ArchiveError
+from .errors import ArchiveError, BadInput
+from .format import plural
 from .progress import ImportProgress
+from .runsearch import KINDS
 from .search import timed
+from .text import HIT_CLOSE, HIT_OPEN
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,7 +42,47 @@ def _db_option(fn: F) -> F:
     )(fn)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# Run by the pi extension, MCP clients and database owners rather than typed by people: the
+# top-level help lists them apart. Every other command (new ones too) is listed as a user command.
+INTERNAL_COMMANDS = frozenset({"bridge", "entries", "mcp", "pg-roles"})
+
+
+class UsageProblem(click.ClickException):
+    """A bad option or value the library found (a date, a kind, an ambiguous id): exit 2, like click's."""
+
+    exit_code = 2
+
+
+class _Grouped(click.Group):
+    """Top-level help in two groups, each description whole (click cuts them at ~45 characters);
+    each command's help ends with its examples (EXAMPLES)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        path = " ".join([*ctx.command_path.split()[1:], cmd_name])  # `memory verify`: EXAMPLES key by path
+        if command is not None and not command.epilog and path in EXAMPLES:
+            command.epilog = "\b\nExamples:\n" + "\n".join("  " + line for line in EXAMPLES[path])
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows: dict[bool, list[tuple[str, str]]] = {False: [], True: []}
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows[name in INTERNAL_COMMANDS].append((name, command.get_short_help_str(limit=1000)))
+        titles = {False: "Commands", True: "Internal commands (run by the pi extension, MCP clients, database owners)"}
+        for internal in (False, True):
+            if rows[internal]:
+                with formatter.section(titles[internal]):
+                    formatter.write_dl(rows[internal])
+
+
+@click.group(
+    cls=_Grouped,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Exit codes: 0 done, 1 failed (not found, damaged or busy archive), 2 usage error. "
+    "`pi-memory COMMAND --help` shows each command's options and examples.",
+)
 @_db_option
 @click.version_option(package_name="pi-memory")
 @click.pass_context
@@ -63,6 +108,8 @@ def open_archive(ctx: click.Context) -> Iterator[Archive]:
         )
     try:
         yield archive
+    except BadInput as exc:
+        raise UsageProblem(str(exc)) from None
     except ArchiveError as exc:
         raise click.ClickException(str(exc)) from None
     except apsw.CorruptError as exc:
@@ -102,6 +149,18 @@ def _emit_json(value: Any) -> None:
 
 
 AGENT_CHOICE = click.Choice(["pi", "claude", "codex"])
+KIND_CHOICE = click.Choice(list(KINDS))  # one vocabulary for search and recall
+
+
+def _colour() -> bool:
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+
+def _echo_marked(text: str) -> None:
+    """Print text whose hits are marked ⟦like this⟧: in colour instead on a terminal (unless NO_COLOR)."""
+    if _colour():
+        text = text.replace(HIT_OPEN, "\x1b[1;31m").replace(HIT_CLOSE, "\x1b[0m")
+    click.echo(text)
 
 
 @cli.command("import")
@@ -130,12 +189,19 @@ def import_cmd(
             files = discover(list(paths) or archive.session_roots(agent))
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None
+        # a terminal gets the redrawn progress line; a pipe or a log, a line every PROGRESS_EVERY files
         display = (
             ImportProgress(len(files), sys.stderr) if sys.stderr.isatty() and not as_json and len(files) > 1 else None
         )
+        lines = _progress_lines(len(files)) if display is None else None
         try:
             report = archive.import_paths(
-                files, force=force, include_forgotten=include_forgotten, agent=agent, on_progress=display
+                files,
+                force=force,
+                include_forgotten=include_forgotten,
+                agent=agent,
+                progress=(lambda _p: lines.update(1)) if lines is not None else None,
+                on_progress=display,
             )
         finally:
             if display is not None:
@@ -144,8 +210,8 @@ def import_cmd(
         _emit_json(report.to_dict())
         return
     click.echo(
-        f"{report.files} files ({report.unchanged} unchanged), {len(report.sessions)} sessions: "
-        f"{report.added} messages added, {report.skipped} already archived"
+        f"{plural(report.files, 'file')} ({report.unchanged} unchanged), {plural(len(report.sessions), 'session')}: "
+        f"{plural(report.added, 'message')} added, {report.skipped} already archived"
     )
     _print_import_errors(report.errors)
 
@@ -159,12 +225,33 @@ def _print_import_errors(errors: list[Any]) -> None:
         click.echo(f"{path}: skipped {len(errs)} bad line(s) (line {lines}): {errs[0].error}", err=True)
 
 
+PROGRESS_EVERY = 200  # files between two progress lines when stderr is not a terminal
+
+
+class _progress_lines:
+    """Progress without a terminal (a pipe, a log): one line on stderr every PROGRESS_EVERY files."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+
+    def __enter__(self) -> _progress_lines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if self.done % PROGRESS_EVERY == 0 and self.done < self.total:
+            click.echo(f"importing: {self.done}/{self.total} files", err=True)
+
+
 @cli.command()
 @click.argument("query")
 @click.option("--limit", default=10, show_default=True, type=click.IntRange(1, 100), help="Most hits to return.")
 @click.option("--project", help="Only this project (name or cwd).")
 @click.option("--since", help="Only messages on or after this date (YYYY-MM-DD).")
-@click.option("--session", help="Only this session (id or 8+ char prefix).")
+@click.option("--session", help="Only this session (short id as listed, full id, or 8+ char prefix).")
 @click.option(
     "--scope",
     type=click.Choice(["content", "summary"]),
@@ -172,7 +259,7 @@ def _print_import_errors(errors: list[Any]) -> None:
     show_default=True,
     help="content: message text; summary: one line per run, from run summaries only.",
 )
-@click.option("--kind", "kinds", multiple=True, help="Only user, assistant, tool_call, tool_error or summary messages.")
+@click.option("--kind", "kinds", multiple=True, type=KIND_CHOICE, help="Only messages of this kind (repeatable).")
 @click.option("--path", help="Only messages (or runs) that read or changed this file.")
 @click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
 @click.option("--mine", is_flag=True, help="Team archive: only what my database role wrote (messages or runs).")
@@ -199,9 +286,27 @@ def search(
     by_session: bool,
     as_json: bool,
 ) -> None:
-    """Find messages by keywords in Chinese, English or both."""
+    """Find messages by keywords in Chinese, English or both.
+
+    \b
+    How a query works:
+    - Its words are OR-ed: a message with any of them can be a hit. Messages with
+      more of them, and with the rarer ones, rank first (a rare word weighs more
+      than a common one); holding the whole query in order ranks higher still.
+    - Chinese has no spaces, so it is matched by pairs of characters: 缓存索引
+      looks for 缓存, 存索 and 索引; single characters count too but weigh less
+      (a one-character query finds that character). Traditional and simplified
+      are folded: 寶玉 finds 宝玉.
+    - English and identifiers: case does not matter, a word matches whole words,
+      and identifiers are split: `api key` finds OPENAI_API_KEY and apiKey.
+    - Quotes, AND, OR, NEAR, *, ^ and chars: are plain text, never syntax.
+    Hits show every occurrence of the query's words, in colour on a terminal and
+    between ⟦ ⟧ otherwise (also in --json snippets).
+    """
     from .pg import team_search_options
 
+    if not query.strip():
+        raise UsageProblem("the query is empty: give one or more words (pi-memory search --help explains queries)")
     if by_session:
         if session:
             raise click.UsageError("--sessions ranks whole sessions: it cannot be combined with --session")
@@ -210,7 +315,7 @@ def search(
         if as_json:
             _emit_json({"query": query, "took_ms": round(took, 2), "sessions": [s.to_dict() for s in found]})
         else:
-            click.echo(fmt.format_sessions(found, query))
+            _echo_marked(fmt.format_sessions(found, query))
         return
     with open_archive(ctx) as archive:
         who = team_search_options(archive, mine=mine, team=team, authors=authors)
@@ -220,12 +325,13 @@ def search(
         hits, took = timed(
             archive.search, query, limit=limit, project=project, since=since, session=session, **local, **who
         )
+        addresses = archive.addresses(h.msg_id for h in hits) if scope == "content" and not as_json else {}
     if as_json:
         _emit_json({"query": query, "scope": scope, "took_ms": round(took, 2), "hits": [h.to_dict() for h in hits]})
     elif scope == "summary":
-        click.echo(runview.format_summary_hits(hits, query))
+        _echo_marked(runview.format_summary_hits(hits, query))
     else:
-        click.echo(fmt.format_search(hits, query))
+        _echo_marked(fmt.format_search(hits, query, addresses=addresses))
 
 
 @cli.command()
@@ -260,7 +366,7 @@ def read(
     if as_json:
         _emit_json(window.to_dict())
     else:
-        click.echo(fmt.format_read(window))
+        click.echo(fmt.format_read(window, short_ids=True))
 
 
 @cli.command()
@@ -297,7 +403,7 @@ def check(ctx: click.Context) -> None:
 
 @cli.command()
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), help="Project folder (default: here).")
-@click.option("--session", help="Report this session's windows (id or 8+ char prefix).")
+@click.option("--session", help="Report this session's windows (short id, id or 8+ char prefix).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @_pass_db
 @click.pass_context
@@ -348,8 +454,8 @@ def _echo_address(found: Any, as_json: bool) -> None:
 @cli.command()
 @click.option("--project", help="Only this project (name or cwd).")
 @click.option("--since", help="Only runs started on or after this date (YYYY-MM-DD).")
-@click.option("--session", help="Only this session (id or 8+ char prefix).")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000))
+@click.option("--session", help="Only this session (short id as listed, full id, or 8+ char prefix).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000), help="Most runs to list.")
 @click.option("--rebuild", is_flag=True, help="Re-segment and re-summarize every session first.")
 @click.option("--json", "as_json", is_flag=True, help="Print runs as JSON.")
 @_pass_db
@@ -367,7 +473,7 @@ def runs(
     with open_archive(ctx) as archive:
         if rebuild:
             total = archive.rebuild_runs(session)
-            click.echo(f"rebuilt {total} runs", err=True)
+            click.echo(f"rebuilt {plural(total, 'run')}", err=True)
         found = archive.runs(project=project, since=since, session=session, limit=limit)
     if as_json:
         _emit_json({"runs": [r.to_dict() for r in found]})
@@ -396,15 +502,20 @@ def _interactive() -> bool:
 
 @cli.command()
 @click.argument("target")
-@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--yes", is_flag=True, help="Do not ask; needed when stdin is not a terminal (scripts, pipes).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was forgotten as JSON.")
 @_pass_db
 @click.pass_context
 def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
-    """Delete a session (id or prefix), a run (rN) or a message (msg id) for good."""
+    """Delete a session (short id, id or prefix), a run (rN) or a message (msg id) for good.
+
+    It asks first. Without a terminal to ask on it refuses unless --yes is given.
+    """
     with open_archive(ctx) as archive:
         plan = archive.plan_forget(target)
-        if not yes and _interactive():
+        if not yes:
+            if not _interactive():
+                raise UsageProblem(f"not forgetting {plan.describe()}: use --yes to forget without a terminal")
             click.confirm(f"Forget {plan.describe()}? This cannot be undone", abort=True)
         done = archive.forget(target)
     if as_json:
@@ -449,16 +560,28 @@ def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> Non
 @_pass_db
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
-    """Warn about agent sessions that may be deleted before they are archived (Claude Code's cleanup)."""
+    """Check the installation (extras, pi and pi-memory on PATH, the pi extension) and warn about
+    agent sessions that may be deleted before they are archived (Claude Code's cleanup)."""
+    from .install import format_checks, gather_facts, installation_checks, problems
+
+    checks = installation_checks(gather_facts())
     with open_archive(ctx) as archive:
         advice = archive.doctor()
     if as_json:
-        _emit_json(advice.to_dict())
+        _emit_json({**advice.to_dict(), "install": [c.to_dict() for c in checks]})
         return
-    click.echo(f"Claude Code: {advice.files} session file(s), {advice.unarchived} not archived as they are now")
+    click.echo("installation:")
+    for line in format_checks(checks):
+        click.echo(line)
+    for check in problems(checks):
+        advice.warnings.append(f"{check.name}: {check.detail}")
+    click.echo(f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now")
     click.echo(f"  cleanupPeriodDays = {advice.cleanup_days}{' (default)' if advice.cleanup_is_default else ''}")
     if advice.missing_sources:
-        click.echo(f"{advice.missing_sources} archived session(s) no longer have a source file (kept in the archive)")
+        click.echo(
+            f"{plural(advice.missing_sources, 'archived session')} no longer "
+            f"{'has' if advice.missing_sources == 1 else 'have'} a source file (kept in the archive)"
+        )
     for warning in advice.warnings:
         click.echo(f"warning: {warning}")
     if not advice.warnings:
@@ -468,7 +591,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 @cli.command()
 @click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
 @click.option("--project", help="Only this project (name or cwd).")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 500))
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1000), help="Most sessions to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @_pass_db
 @click.pass_context
@@ -494,6 +617,30 @@ def bridge(ctx: click.Context) -> None:
     db = (ctx.find_object(dict) or {}).get("db")
     stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # unbuffered: the bridge selects on it
     sys.exit(serve(db, stdin, sys.stdout.buffer))
+
+
+@cli.command()
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="Port (0: any free one).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on; past loopback needs --token."
+)
+@click.option(
+    "--token", envvar="PI_MEMORY_WEB_TOKEN", help="Require this token from every browser (asked on a login page)."
+)
+@click.option("--open", "open_browser", is_flag=True, help="Open the viewer in the default browser.")
+@click.option("--write", is_flag=True, help="Allow changes (confirm or forget memories); read-only without it.")
+@_pass_db
+@click.pass_context
+def serve(ctx: click.Context, port: int, host: str, token: str | None, open_browser: bool, write: bool) -> None:
+    """Browse the archive in a web browser: search, sessions, runs, the memory log (needs the web extra)."""
+    from .web import serve as run_server
+
+    with open_archive(ctx) as archive:
+        run_server(archive, host, port, token=token, write=write, open_browser=open_browser, announce=_say_err)
+
+
+def _say_err(line: str) -> None:
+    click.echo(line, err=True)
 
 
 def main() -> None:
@@ -523,7 +670,7 @@ def _emit_or_echo(as_json: bool, value: Any, text: str) -> None:
         click.echo(text)
 
 
-@cli.group()
+@cli.group(cls=_Grouped)
 def memory() -> None:
     """Long-term memory: what you tell the agent to remember, as a tamper-evident log per workspace."""
 
@@ -592,7 +739,10 @@ def memories_cmd(
 
     with open_archive(ctx) as archive:
         listing = archive.memory_list(cwd, " ".join(query), status=status, kind=kind, session_id=session_id)
-    _emit_or_echo(as_json, listing.to_dict(), format_listing(listing))
+    if as_json:
+        _emit_json(listing.to_dict())
+    else:
+        _echo_marked(format_listing(listing))
 
 
 def _memory_change(action: str, help_text: str) -> click.Command:
@@ -712,7 +862,7 @@ def memory_import(ctx: click.Context, file: Any, cwd: Path | None, as_json: bool
     if as_json:
         _emit_json(result.to_dict())
         return
-    click.echo(f"{result.workspace}: {result.added} events added, {result.already} already there")
+    click.echo(f"{result.workspace}: {plural(result.added, 'event')} added, {result.already} already there")
     if result.skipped_torn_line:
         click.echo("warning: the file's last line was incomplete and was skipped", err=True)
     if result.ignored:
@@ -738,7 +888,7 @@ def memory_repair(ctx: click.Context, cwd: Path | None, source: Any, as_json: bo
         _emit_json(result.to_dict())
         return
     click.echo(
-        f"{result.workspace}: new chain {result.new_chain} with {result.kept} events; chain {result.old_chain} "
+        f"{result.workspace}: new chain {result.new_chain} with {plural(result.kept, 'event')}; chain {result.old_chain} "
         f"(broken at event {result.broken_at}: {result.reason}) is kept read-only with {result.left_behind} "
         "untrusted events: re-remember what you still want"
     )
@@ -759,6 +909,71 @@ def memory_inject(ctx: click.Context, cwd: Path | None, session_id: str | None, 
     click.echo(text, nl=bool(text))
 
 
+# Examples shown under each command's --help (llm / sqlite-utils style). The short ids, runs and
+# entry ids are those of the demo archive (`pi-memory import examples/sessions`); a test runs
+# every example against it, except those of the commands in tests/test_cli_help.py's NOT_RUN.
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "import": ("pi-memory import", "pi-memory import examples/sessions", "pi-memory import --agent claude --json"),
+    "search": (
+        'pi-memory search "缓存索引 方案"',
+        "pi-memory search nginx --session 6aa2dbdd",
+        "pi-memory search 寶玉 --since 2026-01-01",
+        "pi-memory search nginx --scope summary",
+        "pi-memory search 响应式 --sessions",
+        "pi-memory search legacy --kind tool_error --json",
+    ),
+    "read": (
+        "pi-memory read 5ac092eb",
+        "pi-memory read 5ac092eb --around 15 --before 2 --after 2",
+        "pi-memory read r4",
+        "pi-memory read r4/m1 --raw",
+    ),
+    "runs": ("pi-memory runs", "pi-memory runs --project chat-gateway", "pi-memory runs --session 6aa2dbdd --json"),
+    "show": ("pi-memory show r6",),
+    "forget": ("pi-memory forget 36b88c10 --yes", "pi-memory forget r6 --yes", "pi-memory forget 23 --yes"),
+    "stats": ("pi-memory stats", "pi-memory stats --json"),
+    "check": ("pi-memory check",),
+    "status": ("pi-memory status", "pi-memory status --session 6aa2dbdd --json"),
+    "entries": ("pi-memory entries 6aa2dbdd 85a2d914", "pi-memory entries 6aa2dbdd 85a2d914 --raw"),
+    "sessions": ("pi-memory sessions", "pi-memory sessions --agent pi --limit 50", "pi-memory sessions --json"),
+    "recall": (
+        "pi-memory recall nginx",
+        "pi-memory recall --session 6aa2dbdd --scope session nginx timeout",
+        "pi-memory recall --session 6aa2dbdd --scope session --list --kind tool_call",
+        "pi-memory recall --session 6aa2dbdd --scope session --file deploy/nginx.conf",
+        "pi-memory recall nginx --page 2 --limit 5",
+    ),
+    "doctor": ("pi-memory doctor", "pi-memory doctor --json"),
+    "remember": (
+        'pi-memory remember --pin "use pnpm, never npm"',
+        'pi-memory remember --kind decision "Redis routes queries"',
+    ),
+    "memories": ("pi-memory memories", "pi-memory memories pnpm --status all"),
+    "forget-memory": ("pi-memory forget-memory 3f2a",),
+    "memory": ("pi-memory memory list", "pi-memory memory verify --all", "pi-memory memory export -o memories.jsonl"),
+    "memory remember": ('pi-memory memory remember --scope session --session 5ac092eb "try the LRU first"',),
+    "memory list": ("pi-memory memory list", "pi-memory memory list --status provisional"),
+    "memory show": ("pi-memory memory show 3f2a",),
+    "memory forget": ("pi-memory memory forget 3f2a",),
+    "memory confirm": ("pi-memory memory confirm 3f2a --pin",),
+    "memory pin": ("pi-memory memory pin 3f2a",),
+    "memory unpin": ("pi-memory memory unpin 3f2a",),
+    "memory verify": ("pi-memory memory verify", "pi-memory memory verify --all --json"),
+    "review": ("pi-memory review", "pi-memory review --since 2026-01-01 --min-count 2", "pi-memory review --json"),
+    "review link": ("pi-memory review link 3 sig_1a2b3c4d",),
+    "serve": ("pi-memory serve", "pi-memory serve --port 8765 --open", "pi-memory serve --write"),
+    "memory export": ("pi-memory memory export -o memories.jsonl", "pi-memory memory export --raw"),
+    "memory import": ("pi-memory memory import memories.jsonl",),
+    "memory repair": ("pi-memory memory repair", "pi-memory memory repair --from memories.jsonl"),
+    "memory inject": ("pi-memory memory inject", "pi-memory memory inject --budget 2000"),
+    "watch": ("pi-memory watch", "pi-memory watch ~/.pi/agent/sessions --agent pi"),
+    "mcp": ("pi-memory mcp", "claude mcp add pi-memory -- pi-memory mcp"),
+    "bridge": ('PI_MEMORY_BRIDGE="python3 -m pi_memory bridge" pi',),
+    "pg-roles": ("pi-memory pg-roles | psql postgresql://owner@db.internal/pi_memory",),
+    "push": ("pi-memory push --to postgresql://me@db.internal/pi_memory",),
+}
+
+
 memory.add_command(remember_cmd, "remember")
 memory.add_command(memories_cmd, "list")
 memory.add_command(forget_cmd, "forget")
@@ -770,12 +985,12 @@ cli.add_command(forget_cmd, "forget-memory")
 
 @cli.command("recall")
 @click.argument("query", nargs=-1)
-@click.option("--session", help="The session (id or 8+ char prefix).")
+@click.option("--session", help="The session (short id as listed, full id, or 8+ char prefix).")
 @click.option("--scope", type=click.Choice(["branch", "session", "all"]), help="Default: branch with --branch-ids.")
 @click.option("--branch-ids", help="The current branch: comma list of entry ids, a file of them, or the session file.")
 @click.option("--entry-ids", help="Read exactly these entries (comma list), in session order.")
 @click.option("--file", "file_path", help="Only records that read or changed this file.")
-@click.option("--kind", type=click.Choice(["user", "assistant", "tool_call", "tool_result", "bash", "custom"]))
+@click.option("--kind", type=KIND_CHOICE, help="Only records of this kind.")
 @click.option("--source-class", type=click.Choice(["primary", "derived", "all"]), default="all", show_default=True)
 @click.option("--list", "list_mode", is_flag=True, help="The newest records in scope; no query needed.")
 @click.option("--page", default=1, show_default=True, type=click.IntRange(1, 200))
@@ -792,6 +1007,8 @@ def recall_cmd(ctx: click.Context, /, query: tuple[str, ...], **options: Any) ->
     from .recall import branch_ids_from
 
     as_json = options.pop("as_json")
+    if not (" ".join(query).strip() or options["file_path"] or options["entry_ids"] or options["list_mode"]):
+        raise UsageProblem("give a query, --file or --entry-ids (or --list for the newest records)")
     params = {
         "query": " ".join(query),
         "session": options["session"],
@@ -814,7 +1031,73 @@ def recall_cmd(ctx: click.Context, /, query: tuple[str, ...], **options: Any) ->
     if as_json:
         _emit_json(result)
     else:
-        click.echo(result["text"])
+        _echo_marked(result["text"])
+
+
+# --- self-review (`pi-memory review`, `pi-memory review link`) ------------------------------
+
+
+@cli.group("review", invoke_without_command=True)
+@click.option("--since", help="Only runs started on or after this date (YYYY-MM-DD).")
+@click.option("--until", help="Only runs started up to this date, inclusive (YYYY-MM-DD).")
+@click.option("--project", help="Only this project (name or cwd).")
+@click.option("--agent", type=AGENT_CHOICE, help="Only sessions of this agent.")
+@click.option(
+    "--min-count",
+    default=3,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Draft a rule for findings seen this often.",
+)
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The memories' workspace (default: here).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@_pass_db
+@click.pass_context
+def review(
+    ctx: click.Context,
+    since: str | None,
+    until: str | None,
+    project: str | None,
+    agent: str | None,
+    min_count: int,
+    cwd: Path | None,
+    as_json: bool,
+) -> None:
+    """Recurring failures, user corrections, cost of work, draft rules, and whether memories helped."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .review import format_report
+
+    with open_archive(ctx) as archive:
+        report = archive.review(since=since, until=until, project=project, agent=agent, min_count=min_count, cwd=cwd)
+    _emit_or_echo(as_json, report.to_dict(), format_report(report))
+
+
+@review.command("link", context_settings={"ignore_unknown_options": True})  # a command's own flags (-q) are words
+@click.argument("memory_id", metavar="MEM_ID")
+@click.argument("signature", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option(
+    "--cwd",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The memory's workspace (default: here).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the link as JSON.")
+@_pass_db
+@click.pass_context
+def review_link(
+    ctx: click.Context, memory_id: str, signature: tuple[str, ...], cwd: Path | None, as_json: bool
+) -> None:
+    """Link a memory to a finding (its signature, its sig_ key, or the command): the ledger then counts it."""
+    with open_archive(ctx) as archive:
+        done = archive.review_link(memory_id, " ".join(signature), cwd=cwd)
+    state = "linked" if done["added"] else "already linked"
+    _emit_or_echo(as_json, done, f"{state}: {done['memory_id']} -> {done['signature'] or done['key']} [{done['key']}]")
 
 
 @cli.command("pg-roles")
@@ -852,6 +1135,6 @@ def push(source: str | None, target: str, as_json: bool) -> None:
         _emit_json(report.to_dict())
         return
     click.echo(
-        f"{report.sessions} sessions ({report.unchanged} already complete): "
-        f"{report.added} messages added, {report.skipped} already on the team archive"
+        f"{plural(report.sessions, 'session')} ({report.unchanged} already complete): "
+        f"{plural(report.added, 'message')} added, {report.skipped} already on the team archive"
     )

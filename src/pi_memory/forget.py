@@ -21,6 +21,7 @@ from typing import Any
 
 from . import runs
 from .errors import BadInput, NotFound
+from .format import plural
 from .store import Store
 
 CHUNK = 500
@@ -41,7 +42,7 @@ class ForgetPlan:
     def describe(self) -> str:
         what = {"session": f"session {self.session_id}", "run": f"run r{self.run_ids[0]}" if self.run_ids else "run"}
         label = what.get(self.kind, f"message {self.msg_ids[0]}" if self.msg_ids else "message")
-        return f"{label}: {len(self.msg_ids)} messages, {len(self.run_ids)} runs"
+        return f"{label}: {plural(len(self.msg_ids), 'message')}, {plural(len(self.run_ids), 'run')}"
 
     def after_note(self) -> str:
         """What happens to it afterwards, for the confirmation line."""
@@ -64,9 +65,12 @@ def plan_target(store: Store, target: str, resolve_session: Callable[[str], str]
         return plan_run(store, int(target[1:]))
     if target.isdigit():
         is_message = store.scalar("SELECT 1 FROM msg WHERE id=?", (int(target),)) is not None
-        prefix_of = store.scalar("SELECT 1 FROM session WHERE substr(id, 1, ?) = ? LIMIT 1", (len(target), target))
+        # digits only: LIKE needs no escaping; a session's short id (its last 8 characters) may be all digits
+        prefix_of = store.scalar(
+            "SELECT 1 FROM session WHERE id LIKE ? OR id LIKE ? LIMIT 1", (target + "%", "%" + target)
+        )
         if is_message and prefix_of and len(target) >= MIN_PREFIX:
-            raise BadInput(f"{target!r} is both a msg id and a session id prefix: give more of the session id")
+            raise BadInput(f"{target!r} is both a msg id and part of a session id: give the whole session id")
         if is_message or not prefix_of or len(target) < MIN_PREFIX:
             return plan_message(store, int(target))
     return plan_session(store, resolve_session(target))

@@ -31,12 +31,16 @@ RARE_RUN_CANDIDATES = 200  # of those, the ones holding the most weight are scor
 RECENT_RUN_CANDIDATES = 200  # newest runs holding any other query token, scored too
 DF_CAP = 20_000  # document frequencies are counted exactly up to here
 MAX_LIMIT = 100
-KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
+# One vocabulary of message kinds for `search --kind` and `recall --kind` (and the recall tool).
+KINDS = ("user", "assistant", "tool_call", "tool_result", "tool_error", "bash", "custom", "summary")
 _KIND_SQL = {
     "user": "m.role = 'user'",
     "assistant": "m.role = 'assistant'",
     "tool_call": "(m.role = 'assistant' AND {has_tools})",
+    "tool_result": "m.role IN ('tool_result', 'tool_error')",  # every tool output, failed ones included
     "tool_error": "m.role = 'tool_error'",
+    "bash": "m.role = 'bash'",
+    "custom": "m.role = 'custom'",
     "summary": "m.role = 'summary'",
 }
 

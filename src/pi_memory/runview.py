@@ -1,7 +1,7 @@
 """Runs as text, for people and models (pure functions).
 
 Design idea: the summary track is a table of contents, one line per run
-(`r12 2026-12-02 vue-shop ok · <summary>`), cheap enough to scan dozens of runs;
+(`r12 2026-12-02 vue-shop 71f83655 ok · <summary>`), cheap enough to scan dozens of runs;
 a run read lists its messages by address (`[r12/m3]`) so the next step is
 obvious; a detail read says where the next page starts. Text meant for a model
 starts with the evidence header: archived text is what happened, not what to do.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time
+from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time, plural, short_id
 from .text import clip
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ if TYPE_CHECKING:
 
 
 def run_line(run: RunInfo) -> str:
-    """`r12 2026-12-02 14:03 vue-shop ok · summary` (one line per run)."""
-    return f"{run.address} {local_time(run.start_ts, True)} {run.project or '?'} {run.status} · {run.summary}"
+    """`r12 2026-12-02 14:03 vue-shop 71f83655 ok · summary` (one line per run; the session by short id)."""
+    where = f"{run.project or '?'} {short_id(run.session_id)}"
+    return f"{run.address} {local_time(run.start_ts, True)} {where} {run.status} · {run.summary}"
 
 
 def format_run_list(runs: Sequence[RunInfo], evidence: bool = False) -> str:
@@ -44,10 +45,12 @@ def format_summary_hits(hits: Sequence[RunHit], query: str, cap: int = SEARCH_CA
 
 
 def _run_header(run: RunInfo) -> list[str]:
-    counts = f"{run.messages} msgs, {run.tool_calls} tool calls, {run.tool_errors} tool errors"
+    counts = (
+        f"{plural(run.messages, 'msg')}, {plural(run.tool_calls, 'tool call')}, {plural(run.tool_errors, 'tool error')}"
+    )
     where = home_path(run.cwd) or run.project or "?"
     return [
-        f"# {run.address} · {local_time(run.start_ts, True)} · {where} · session {run.session_id} · {run.status} · {counts}",
+        f"# {run.address} · {local_time(run.start_ts, True)} · {where} · session {short_id(run.session_id)} · {run.status} · {counts}",
         f"summary: {run.summary}",
     ]
 
@@ -79,7 +82,7 @@ def format_detail(detail: MessageDetail, evidence: bool = False) -> str:
     lines = [EVIDENCE_HEADER] if evidence else []
     mode = "raw source entry" if detail.raw else detail.role
     lines.append(
-        f"# {detail.address} · {mode} · {local_time(detail.ts, True)} · session {detail.run.session_id}"
+        f"# {detail.address} · {mode} · {local_time(detail.ts, True)} · session {short_id(detail.run.session_id)}"
         f" · msg_id {detail.msg_id}" + (f" · entry {detail.entry_id}" if detail.entry_id else "")
     )
     end = detail.offset + len(detail.text)

@@ -34,6 +34,8 @@ Tables
 - `run_fts`   contentless two-channel FTS5 index over run summaries (the summary track).
 - `forgotten` tombstones: (session, message hash) pairs the user forgot, `*` for a whole
               session, so a re-import does not bring them back.
+- `review_link` which memory of a workspace addresses which review finding (`pi-memory review
+              link`): the finding's key (`sig_` + 8 hex of its signature) and the signature typed.
 """
 
 from __future__ import annotations
@@ -240,6 +242,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE source_file ADD COLUMN head_hash TEXT;
         ALTER TABLE source_file ADD COLUMN agent TEXT;
         ALTER TABLE session ADD COLUMN source_missing INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
+        "m006_review_links",
+        # `pi-memory review link MEM_ID SIGNATURE`: the ledger's explicit links (see review/)
+        """
+        CREATE TABLE review_link (
+          workspace  TEXT    NOT NULL,
+          memory_id  TEXT    NOT NULL,
+          key        TEXT    NOT NULL,
+          signature  TEXT    NOT NULL DEFAULT '',
+          created_at INTEGER NOT NULL,
+          PRIMARY KEY (workspace, memory_id, key)
+        ) WITHOUT ROWID;
         """,
     ),
 ]

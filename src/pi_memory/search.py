@@ -38,30 +38,36 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ranking, runsearch
+from . import ranking, runsearch, scoring
 from .store import Store, decode_text
 from .text import (
     QueryToken,
     fts_and,
     fts_or,
     normalize,
-    normalize_fast,
+    normalize_lower,
     query_phrases_for_snippet,
     query_tokens,
     snippet,
+    typed_forms,
 )
 
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
-RARE_CANDIDATES = 40  # best rare-track candidates kept for exact scoring
+RARE_CANDIDATES = (
+    30  # best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
+)
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
 MAX_LIMIT = 100
-AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
+AVG_LEN_SAMPLE = 500
+INDEX_LENGTHS = 1
+INDEX_AVG = 1
+DROP_CHAR_ONLY = 1  # newest documents whose mean length stands for the archive's
 
 
 @dataclass
@@ -102,12 +108,14 @@ class Filters:
     agent: str | None = None  # pi, claude, codex
     sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
     entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
+    until_ms: int | None = None  # messages before this time (unix ms), for a bounded period
 
     @property
     def active(self) -> bool:
         return bool(
             self.project
             or self.since_ms
+            or self.until_ms
             or self.session_id
             or self.roles
             or self.kinds
@@ -266,32 +274,52 @@ class Searcher:
             weights = ranking.token_weights(plan.tokens, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
-        counters_avg = self._avg_len()
         norm_query = normalize(query)
-        phrases = ranking.query_phrases(norm_query, weights)
-        scored = []
-        matched_tokens = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
-        for row in rows:
-            norm = normalize_fast(row["text"])
-            score = ranking.score_text(norm, matched_tokens, weights, phrases, counters_avg, in_tokens=True)
-            if score > 0:
-                scored.append((score, row))
+        matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
+        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query))
+        scored = self._score(rows, prepared)
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
-        by_weight = [t.text for t in sorted(matched_tokens, key=lambda t: -weights.get(t.text, 0.0))]
+        by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]
         needles = [query_phrases_for_snippet(query), by_weight]
         return [_hit(row, score, needles) for score, row in scored[:limit]]
+
+    def _score(self, rows: list[dict[str, Any]], prepared: scoring.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
+        """Each candidate's `ranking.score_document`; when some match a meaningful term (a word, a
+        CJK pair, a character typed alone), those that only hold characters cut out of the query's
+        words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
+        lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
+        avg = self._avg_len()
+        texts = [normalize_lower(row["text"]) for row in rows]
+        results = scoring.score_documents(texts, [lengths[int(r["id"])] for r in rows], avg, prepared)
+        scored = [(result, row) for result, row in zip(results, rows, strict=True) if result.score > 0]
+        if any(r.meaningful for r, _ in scored):
+            scored = [(r, row) for r, row in scored if r.meaningful]
+        return [(r.score, row) for r, row in scored]
 
     def where(self, filters: Filters) -> tuple[str, list[Any]]:
         """The filters as a condition over `msg m JOIN session s` (a team archive adds who wrote it)."""
         return filter_sql(filters, self.store)
 
     def _avg_len(self) -> float:
-        """Average `ranking.doc_length` of the newest documents, cached with the df cache."""
+        """Mean `ranking.doc_tokens` of the newest indexed messages, cached with the df cache."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
-            texts = self.store.rows("SELECT text FROM msg WHERE indexed ORDER BY id DESC LIMIT ?", (AVG_LEN_SAMPLE,))
-            lengths = [ranking.doc_length(decode_text(t[0]).lower()) for t in texts]
-            self._avg = (self.df_cache.generation, sum(lengths) / len(lengths) if lengths else 1.0)
+            sql = "SELECT id FROM msg WHERE indexed ORDER BY id DESC LIMIT ?"
+            ids = [int(r[0]) for r in self.store.rows(sql, (AVG_LEN_SAMPLE,))]
+            lengths = self._token_lengths(ids, {})
+            self._avg = (self.df_cache.generation, sum(lengths.values()) / len(lengths) if lengths else 1.0)
         return self._avg[1]
+
+    def _token_lengths(self, ids: list[int], texts: dict[int, str]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens`: kept by the index where the backend has it, else counted."""
+        known = self.store.msg_token_counts(ids)
+        missing = [i for i in ids if i not in known and i not in texts]
+        if missing:
+            sql = f"SELECT id, text FROM msg WHERE {self.store.sql_in_list('id')}"
+            texts = {
+                **texts,
+                **{int(i): decode_text(t) for i, t in self.store.rows(sql, (self.store.list_param(missing),))},
+            }
+        return {i: known[i] if i in known else ranking.doc_tokens(texts.get(i, "")) for i in ids}
 
     def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
         """session id -> (started_at, last_at, first user message)."""
@@ -387,30 +415,21 @@ def filter_sql(f: Filters, store: Store) -> tuple[str, list[Any]]:
         clauses.append("(s.project = ? OR s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
         escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         params += [f.project, f.project, "%/" + escaped]
-    if f.since_ms:
-        clauses.append("m.ts >= ?")
-        params.append(f.since_ms)
-    if f.session_id:
-        clauses.append("m.session_id = ?")
-        params.append(f.session_id)
-    if f.roles:
-        clauses.append(store.sql_in_list("m.role"))
-        params.append(store.list_param(f.roles))
+    scalars = (("m.ts >= ?", f.since_ms), ("m.ts < ?", f.until_ms), ("m.session_id = ?", f.session_id))
+    for condition, value in (*scalars, ("s.agent = ?", f.agent)):
+        if value:
+            clauses.append(condition)
+            params.append(value)
+    for column, values in (("m.role", f.roles), ("m.session_id", f.sessions), ("m.entry_id", f.entry_ids)):
+        if values:
+            clauses.append(store.sql_in_list(column))
+            params.append(store.list_param(values))
     if f.kinds:
         clauses.append(runsearch.kind_sql(f.kinds, store))
     if f.path:
         sql, path_params = runsearch.path_sql_for_messages(f.path)
         clauses.append(sql)
         params += path_params
-    if f.agent:
-        clauses.append("s.agent = ?")
-        params.append(f.agent)
-    if f.sessions:
-        clauses.append(store.sql_in_list("m.session_id"))
-        params.append(store.list_param(f.sessions))
-    if f.entry_ids:
-        clauses.append(store.sql_in_list("m.entry_id"))
-        params.append(store.list_param(f.entry_ids))
     return " AND ".join(clauses), params
 
 

@@ -227,6 +227,25 @@ def decompress(blob: bytes, text: str | bytes | None = None) -> bytes:
     return zlib.decompress(blob)
 
 
+LENGTH_CHANNEL = 1  # msg_fts column whose token count is a message's length: `grams`
+
+
+def fts5_varints(blob: bytes) -> list[int]:
+    """The SQLite varints of an FTS5 record (docsize, averages): 7 bits a byte, high bit = more."""
+    out, value, count = [], 0, 0
+    for byte in blob:
+        count += 1
+        if count == 9:  # the ninth byte of a varint carries 8 bits
+            out.append((value << 8) | byte)
+            value, count = 0, 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            out.append((value << 7) | byte)
+            value, count = 0, 0
+    return out
+
+
 def _create_private_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
@@ -261,6 +280,18 @@ class SharedSql:
         Read back with `decode_text`, which takes either.
         """
         return value
+
+    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
+        return {}
+
+    def sql_in_list(self, expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        raise NotImplementedError
 
     # --- what the importer and live capture ask ---------------------------------------
 
@@ -338,12 +369,11 @@ class SharedSql:
         )
         return rows[0] if rows else None
 
-    def window_pivot(self, session_id: str, msg_id: int | None) -> tuple[int, int] | None:
-        """(ts, seq) of a message of the session, or of its last one; None if there is none."""
+    def window_pivot(self, session_id: str, msg_id: int | None, first: bool = False) -> tuple[int, int] | None:
+        """(ts, seq) of a message of the session, or of its last (`first`: its first) one; None if there is none."""
         if msg_id is None:
-            rows = self.rows(
-                "SELECT ts, seq FROM msg WHERE session_id=? ORDER BY ts DESC, seq DESC LIMIT 1", (session_id,)
-            )
+            order = "ts, seq" if first else "ts DESC, seq DESC"
+            rows = self.rows(f"SELECT ts, seq FROM msg WHERE session_id=? ORDER BY {order} LIMIT 1", (session_id,))
         else:
             rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (session_id, int(msg_id)))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
@@ -371,6 +401,14 @@ class SharedSql:
         sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
         oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
         return roles, int(sessions), int(projects), oldest, newest
+
+    def run_addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
+        """msg id -> its address `r<N>/m<K>` (messages outside any run are left out)."""
+        rows = self.rows(
+            f"SELECT msg_id, run_id, pos FROM run_msg WHERE {self.sql_in_list('msg_id')}",
+            (self.list_param(int(i) for i in msg_ids),),
+        )
+        return {int(m): f"r{int(r)}/m{int(p)}" for m, r, p in rows}
 
     def max_msg_id(self) -> int:
         return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
@@ -571,6 +609,13 @@ class Store(SharedSql):
         )
 
     # --- run summaries' index (runs.py; PgStore keeps them in a column of `run`) ---------------
+
+    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens`, as FTS5 counted it at write time (docsize, `grams` column)."""
+        if not msg_ids:
+            return {}
+        sql = f"SELECT id, sz FROM msg_fts_docsize WHERE {self.sql_in_list('id')}"
+        return {int(i): fts5_varints(sz)[LENGTH_CHANNEL] for i, sz in self.rows(sql, (self.list_param(msg_ids),)) if sz}
 
     def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
         self.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, chars, grams))

@@ -96,6 +96,11 @@ def _foldable() -> re.Pattern[str]:
     return re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(table)) + "]") if table else re.compile("(?!)")
 
 
+def normalize_lower(text: str) -> str:
+    """Lower-cased, NUL-free text, not folded: what `ranking.score_document` searches."""
+    return text.replace("\x00", " ").lower() if "\x00" in text else text.lower()
+
+
 def normalize_fast(text: str) -> str:
     """`normalize` at ~1/25 of the cost on traditional text: folds per character, skipping opencc's
     phrase rules (a handful of characters differ). For scoring and snippets, never for indexing.
@@ -103,6 +108,53 @@ def normalize_fast(text: str) -> str:
     """
     text = text.replace("\x00", " ").lower()
     return text.translate(_char_fold_table()) if _foldable().search(text) else text
+
+
+@lru_cache(maxsize=1)
+def _char_variants() -> dict[str, tuple[str, ...]]:
+    """simplified -> the characters that fold to it (the inverse of `_char_fold_table`)."""
+    out: dict[str, list[str]] = {}
+    for trad, simp in _char_fold_table().items():
+        out.setdefault(simp, []).append(chr(trad))
+    return {simp: tuple(sorted(trads)) for simp, trads in out.items()}
+
+
+MAX_SURFACE_FORMS = 8  # per token: enough for every two-character word seen; a cap, not a target
+
+
+def surface_forms(folded: str) -> tuple[str, ...]:
+    """Every spelling of a folded (simplified) token that folds back to it, the token itself first.
+
+    Scoring counts these in the lower-cased text instead of folding every
+    candidate (which costs ~50 us per traditional KB): `发现` -> `发现`, `發現`, `髮現`...
+    Capped at MAX_SURFACE_FORMS; text without CJK has one form.
+    """
+    if folded.isascii():
+        return (folded,)
+    variants = _char_variants()
+    forms = [""]
+    for ch in folded:
+        options = (ch, *variants.get(ch, ()))
+        forms = [f + o for f in forms for o in options][:MAX_SURFACE_FORMS]
+    return tuple(forms)
+
+
+def typed_forms(query: str) -> dict[str, set[str]]:
+    """folded CJK char or bigram -> the spellings the user typed for it (lower-cased).
+
+    Folding per character keeps positions, so each folded token lines up with
+    what was typed; `宝玉` typed as `寶玉` maps `宝玉` -> {`寶玉`}.
+    """
+    typed = query.replace("\x00", " ").lower()
+    folded = typed.translate(_char_fold_table())
+    out: dict[str, set[str]] = {}
+    for match in _CJK_RUN.finditer(folded):
+        start, end = match.span()
+        for i in range(start, end):
+            out.setdefault(folded[i], set()).add(typed[i])
+            if i + 1 < end:
+                out.setdefault(folded[i : i + 2], set()).add(typed[i : i + 2])
+    return out
 
 
 def is_cjk(ch: str) -> bool:
@@ -202,7 +254,10 @@ def fts_and(tokens: list[QueryToken]) -> str:
 # --- snippets ---------------------------------------------------------------------
 
 SNIPPET_RADIUS = 150
-HIT_OPEN, HIT_CLOSE = "【", "】"
+# The hit marker of every snippet (search, recall, memory; text and --json alike): a stable
+# contract. Mathematical white square brackets, U+27E6/U+27E7: they cannot be mistaken for the
+# Chinese 【】 that archived text itself uses, and almost never occur in source or prose.
+HIT_OPEN, HIT_CLOSE = "\u27e6", "\u27e7"
 
 
 def find_first(norm_text: str, needles: list[str]) -> tuple[int, str] | None:
@@ -217,12 +272,34 @@ def find_first(norm_text: str, needles: list[str]) -> tuple[int, str] | None:
     return best
 
 
-def _find_token(norm_text: str, needle: str) -> int:
+@lru_cache(maxsize=4096)
+def _token_pattern(needle: str) -> re.Pattern[str]:
+    # a word must not be found inside a longer word; CJK has no word boundaries
     if not needle.isascii():
-        return norm_text.find(needle)
-    # a word must not be found inside a longer word
-    match = re.search(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])", norm_text)
-    return match.start() if match else norm_text.find(needle)
+        return re.compile(re.escape(needle))
+    return re.compile(rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])")
+
+
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+def _find_token(norm_text: str, needle: str) -> int:
+    """First whole-word occurrence of an ASCII needle (else its first occurrence at all).
+
+    `str.find` and a look at the neighbours: a regex with a look-behind cannot
+    skip ahead and costs ~10x on long texts.
+    """
+    first = norm_text.find(needle)
+    if first < 0 or not needle.isascii():
+        return first
+    pos, size = first, len(needle)
+    while pos >= 0:
+        before = norm_text[pos - 1] if pos else " "
+        after = norm_text[pos + size] if pos + size < len(norm_text) else " "
+        if before not in _ALNUM and after not in _ALNUM:
+            return pos
+        pos = norm_text.find(needle, pos + 1)
+    return first
 
 
 def query_phrases_for_snippet(query: str) -> list[str]:
@@ -236,11 +313,24 @@ def query_phrases_for_snippet(query: str) -> list[str]:
     return sorted(set(runs), key=lambda r: (-len(r), r))
 
 
+def occurrences(norm_text: str, needles: list[str], start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Every occurrence of the needles within [start, end), as non-overlapping spans, longest first wins."""
+    end = len(norm_text) if end is None else end
+    spans: list[tuple[int, int]] = []
+    for needle in sorted({n for n in needles if n}, key=lambda n: (-len(n), n)):
+        for match in _token_pattern(needle).finditer(norm_text, start, end):
+            a, b = match.span()
+            if all(b <= s or a >= e for s, e in spans):
+                spans.append((a, b))
+    return sorted(spans)
+
+
 def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPPET_RADIUS) -> str:
-    """About `radius` chars either side of the first hit, the hit in 【】, one line.
+    """About `radius` chars either side of the first hit, every hit in the window marked, one line.
 
     `needles` may be groups in priority order: the first group with a hit wins
-    (the whole query phrase before its single tokens).
+    (the whole query phrase before its single tokens), and every occurrence of
+    that group's needles in the window is marked with HIT_OPEN/HIT_CLOSE.
     """
     norm = normalize_fast(text)
     # normalization keeps length for nearly all text; if not, cut the normalized form
@@ -250,18 +340,28 @@ def snippet(text: str, needles: list[str] | list[list[str]], radius: int = SNIPP
         if needles and isinstance(needles[0], list)
         else [[n for n in needles if isinstance(n, str)]]
     )
-    hit = None
     for group in groups:
         hit = find_first(norm, group)
         if hit is not None:
-            break
-    if hit is None:
-        out = base[: 2 * radius]
-        return _one_line(out) + ("…" if len(base) > 2 * radius else "")
-    pos, needle = hit
-    start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
-    marked = base[start:pos] + HIT_OPEN + base[pos : pos + len(needle)] + HIT_CLOSE + base[pos + len(needle) : end]
-    return ("…" if start > 0 else "") + _one_line(marked) + ("…" if end < len(base) else "")
+            pos, needle = hit
+            start, end = max(0, pos - radius), min(len(base), pos + len(needle) + radius)
+            spans = occurrences(norm, group, start, end) or [(pos, pos + len(needle))]
+            return (
+                ("…" if start > 0 else "") + _one_line(mark(base, spans, start, end)) + ("…" if end < len(base) else "")
+            )
+    out = base[: 2 * radius]
+    return _one_line(out) + ("…" if len(base) > 2 * radius else "")
+
+
+def mark(text: str, spans: list[tuple[int, int]], start: int = 0, end: int | None = None) -> str:
+    """text[start:end] with each (sorted, non-overlapping) span wrapped in HIT_OPEN/HIT_CLOSE."""
+    end = len(text) if end is None else end
+    parts, at = [], start
+    for a, b in spans:
+        parts += [text[at:a], HIT_OPEN, text[a:b], HIT_CLOSE]
+        at = b
+    parts.append(text[at:end])
+    return "".join(parts)
 
 
 def _one_line(text: str) -> str:

@@ -9,7 +9,7 @@ Held-back tails (a streamed message that may still grow) are re-checked when
 the queue is idle. A folder that does not exist yet (an agent not installed
 yet) is watched for from its nearest existing parent and followed once created. On start every existing file is synced once, so whatever
 was written while the watcher was not running is caught up. Ctrl-C or SIGTERM
-stops it between two syncs: no write is ever cut in half.
+(SIGINT) stops it between two syncs: no write is ever cut in half.
 """
 
 from __future__ import annotations
@@ -193,14 +193,20 @@ class Watcher:
 
 
 def watch(follower: Follower, roots: list[Path], echo: Callable[[str], None]) -> None:
-    """Follow `roots` until Ctrl-C or SIGTERM."""
+    """Follow `roots` until Ctrl-C (SIGINT) or SIGTERM.
+
+    Both signals get our handler, even when SIGINT was ignored when we started (a shell starts
+    background jobs that way, and Python then never raises KeyboardInterrupt): a watcher that
+    cannot be stopped with the signal people send it would be left running.
+    """
     watcher = Watcher(follower, roots, echo)
 
-    def on_term(_signum: int, _frame: FrameType | None) -> None:
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
         watcher.stop.set()
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         watcher.run()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

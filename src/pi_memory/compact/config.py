@@ -29,6 +29,17 @@ DEFAULTS: dict[str, Any] = {
     "sessionSummary": {"enabled": True, "maxChars": 6000},
     "memory": {"enabled": True, "deriveOnCompact": True, "hintMaxChars": 4000},
     "window": {"manifest": True},
+    # in-session folding (pi_memory.fold): the `fold` tool, /fold, and the deterministic auto-fold
+    "fold": {
+        "enabled": True,
+        "auto": True,
+        "afterRuns": 3,
+        "budgetTokens": 12000,
+        "minChars": 1000,
+        "mergeTokens": 8000,
+        "argsMaxChars": 80,
+        "summaryMaxChars": 2000,
+    },
 }
 
 # key path -> (lowest, highest) for integer settings; the low end keeps a checkpoint readable
@@ -36,6 +47,12 @@ LIMITS: dict[str, tuple[int, int]] = {
     "summaryMaxChars": (1000, 100000),
     "sessionSummary.maxChars": (200, 30000),
     "memory.hintMaxChars": (0, 50000),
+    "fold.afterRuns": (1, 1000),
+    "fold.budgetTokens": (500, 1_000_000),
+    "fold.minChars": (0, 1_000_000),
+    "fold.mergeTokens": (500, 1_000_000),
+    "fold.argsMaxChars": (20, 2000),
+    "fold.summaryMaxChars": (200, 20000),
 }
 
 

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..format import plural
 from .config import Settings, load_settings
 from .window import WindowRecord, last_window, list_windows, verify_chain
 
@@ -29,6 +30,7 @@ class CompactStatus:
     last: WindowRecord | None
     windows: int
     chain_problems: list[str]
+    fold: dict[str, Any] | None = None  # the session's in-session folds (pi_memory.fold), when one is named
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -41,6 +43,7 @@ class CompactStatus:
             "windows": self.windows,
             "chain_ok": not self.chain_problems,
             "chain_problems": self.chain_problems,
+            "fold": self.fold,
         }
 
 
@@ -68,6 +71,7 @@ def compact_status(archive: Any, cwd: str | Path, session_id: str | None = None)
     chain_session = session_id or (last.session_id if last else None)
     windows = list_windows(archive.store, chain_session) if chain_session else []
     return CompactStatus(
+        fold=session_folds(archive, chain_session) if chain_session else None,
         cwd=str(cwd),
         settings=load_settings(cwd),
         archive={
@@ -81,6 +85,35 @@ def compact_status(archive: Any, cwd: str | Path, session_id: str | None = None)
         windows=len(windows),
         chain_problems=verify_chain(windows),
     )
+
+
+def session_folds(archive: Any, session_id: str) -> dict[str, Any]:
+    from ..fold.archive import session_fold_records
+    from ..fold.status import fold_status
+
+    records, compacted = session_fold_records(archive.store, session_id)
+    return dict(fold_status(records, compacted).to_dict(), session_id=session_id)
+
+
+def _fold_line(st: CompactStatus) -> list[str]:
+    from ..fold.status import FoldStatus, format_fold_status
+
+    f = st.settings.values["fold"]
+    if st.fold is None:
+        return [
+            f"folding: {'on' if f['enabled'] else 'off'} (auto {'on' if f['auto'] else 'off'}, "
+            f"afterRuns={f['afterRuns']}, budgetTokens={f['budgetTokens']}, mergeTokens={f['mergeTokens']})"
+        ]
+    d = st.fold
+    fs = FoldStatus(
+        d["records"],
+        d["stubs"],
+        {int(k): v for k, v in d["blocks"].items()},
+        d["saved_chars"],
+        d["compacted"],
+        d["last"],
+    )
+    return [format_fold_status(fs, f["enabled"], f["auto"]) + f" (session {d['session_id']})"]
 
 
 def _when(ms: int) -> str:
@@ -120,11 +153,11 @@ def format_status(st: CompactStatus) -> str:
     a = st.archive
     lines = _settings_lines(st.settings)
     lines.append(
-        f"archive: {a['path']}, {a['db_bytes']:,} bytes, {a['messages']:,} messages in {a['sessions']:,} sessions"
+        f"archive: {a['path']}, {a['db_bytes']:,} bytes, {plural(a['messages'], 'message')} in {plural(a['sessions'], 'session')}"
     )
     if st.memory is None:
         lines.append("memory: not available in this build")
     else:
         counts = ", ".join(f"{n} {k}" for k, n in st.memory["by_status"].items()) or "none"
-        lines.append(f"memory ({st.memory['workspace']}): {st.memory['records']} records ({counts})")
-    return "\n".join(lines + _last_lines(st))
+        lines.append(f"memory ({st.memory['workspace']}): {plural(st.memory['records'], 'record')} ({counts})")
+    return "\n".join(lines + _last_lines(st) + _fold_line(st))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from ..format import plural
 from ..text import clip
 from .chain import ChainReport
 from .model import MemoryRecord
@@ -82,5 +83,5 @@ def format_record(record: MemoryRecord) -> str:
 
 def format_report(workspace: str, report: ChainReport) -> str:
     if report.ok:
-        return f"ok: {workspace}: {report.rows} events, chain intact (head {report.head_hash[:16]})"
+        return f"ok: {workspace}: {plural(report.rows, 'event')}, chain intact (head {report.head_hash[:16]})"
     return f"BROKEN: {workspace}: " + chain_warning(report).removeprefix("warning: ")

@@ -87,6 +87,7 @@ class PgArchive(Archive):
         mine: bool = False,
         team: str | None = None,
         authors: Iterable[str] = (),
+        until: str | int | None = None,
     ) -> list[Hit] | list[RunHit]:
         """Same as `Archive.search`, plus who wrote it: `mine`, a `team` (group role) or `authors`.
 
@@ -95,17 +96,17 @@ class PgArchive(Archive):
         authors = tuple(authors)
         by_writer = mine or bool(team) or bool(authors)
         if not by_writer:
-            return super().search(query, limit, project, since, session, roles, scope, kinds, path, agent)
+            return super().search(query, limit, project, since, session, roles, scope, kinds, path, agent, until=until)
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         writers = TeamFilters(mine=mine, team=team or None, authors=authors)
         if scope == "summary":
             return self._summary_hits(
-                query, limit, project, since, session, path, kinds, agent, writer_filter(writers, "r")
+                query, limit, project, since, session, path, kinds, agent, writer_filter(writers, "r"), until=until
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
-        base = self.content_filters(project, since, session, roles, kinds, path, agent)
+        base = self.content_filters(project, since, session, roles, kinds, path, agent, until=until)
         filters = TeamFilters(**asdict(base), mine=mine, team=team or None, authors=authors)
         return self.searcher.search(str(query), limit=limit, filters=filters)
 

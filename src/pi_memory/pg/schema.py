@@ -324,6 +324,27 @@ MIGRATIONS.append(
     )
 )
 
+# `pi-memory review link`: which memory addresses which review finding (SQLite m006_review_links)
+MIGRATIONS.append(
+    (
+        "m004_review_links",
+        """
+        CREATE TABLE review_link (
+          workspace  text   NOT NULL,
+          memory_id  text   NOT NULL,
+          key        text   NOT NULL,
+          signature  text   NOT NULL DEFAULT '',
+          created_at bigint NOT NULL,
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT '',
+          PRIMARY KEY (workspace, memory_id, key)
+        );
+        """
+        + _owned_table_policies("review_link"),
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

@@ -29,15 +29,18 @@ HEADER_RESERVE = 800  # room for the header and the notes below the results
 SCOPES = ("branch", "session", "all")
 SCOPE_ALIASES = {"active-lineage": "branch", "lineage": "branch", "current": "branch"}
 ACTIONS = ("search", "list", "read", "summary", "summary_search")
-KINDS = ("user", "assistant", "tool_call", "tool_result", "bash", "custom")
+# the same vocabulary as runsearch.KINDS (`search --kind`)
+KINDS = ("user", "assistant", "tool_call", "tool_result", "tool_error", "bash", "custom", "summary")
 SOURCE_CLASSES = ("primary", "derived", "all")
 KIND_ROLES = {
     "user": ("user",),
     "assistant": ("assistant",),
     "tool_call": ("assistant",),  # narrowed to assistant messages that called a tool
     "tool_result": (TOOL_RESULT, TOOL_ERROR),
+    "tool_error": (TOOL_ERROR,),
     "bash": ("bash",),
     "custom": ("custom",),
+    "summary": (SUMMARY,),
 }
 DERIVED_ROLES = (SUMMARY,)  # compaction and branch summaries: written about the history, not in it
 PARAM_ALIASES = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..format import EVIDENCE_HEADER, local_time
+from ..format import EVIDENCE_HEADER, local_time, plural, short_id
 from .model import HEADER_RESERVE, RECALL_MAX_CHARS, RecallItem, RecallResult
 
 
@@ -29,7 +29,7 @@ def item_block(item: RecallItem) -> str:
     if item.source_class == "derived":
         head += " (derived summary)"
     head += f" · {local_time(item.ts, True)}" + (f" · msg {item.msg_id}" if item.msg_id else "")
-    head += f" · session {item.session_id}"
+    head += f" · session {short_id(item.session_id)}"
     if item.body is None:
         return f"{head}: {item.snippet}"
     end = item.offset + len(item.body)
@@ -40,9 +40,9 @@ def item_block(item: RecallItem) -> str:
 
 def _title(result: RecallResult) -> str:
     what = f"{result.action} {result.query!r}" if result.query else result.action
-    where = f"scope {result.scope}" + (f" (session {result.session_id})" if result.session_id else "")
+    where = f"scope {result.scope}" + (f" (session {short_id(result.session_id)})" if result.session_id else "")
     page = f"page {result.page}" + (f", next page {result.next_page}" if result.next_page else "")
-    return f"recall {what} · {where} · {page} · {len(result.items)} records"
+    return f"recall {what} · {where} · {page} · {plural(len(result.items), 'record')}"
 
 
 def format_recall(result: RecallResult, cap: int = RECALL_MAX_CHARS) -> str:

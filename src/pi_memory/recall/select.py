@@ -159,10 +159,14 @@ def scan_records(store: Store, query: str, scope: Scope, filters: Filters) -> li
 
 
 def _scans_tool_outputs(req: RecallRequest, scope: Scope, roles: tuple[str, ...] | None) -> bool:
-    """Asked for tool results, or no kind inside one session (bounded there); never for derived records."""
+    """Asked for tool results, or no kind; never for derived records.
+
+    Bounded in every scope: the scan reads the newest `SCAN_ROWS` tool outputs in scope (across all
+    sessions, newest by insertion order), so paging a query over all sessions reaches them too.
+    """
     if roles is not None:
         return TOOL_RESULT in roles
-    return scope.name != "all"
+    return True
 
 
 def search_records(archive: Archive, req: RecallRequest, scope: Scope, roles: tuple[str, ...] | None) -> RecallResult:

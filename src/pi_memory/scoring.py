@@ -1,0 +1,225 @@
+"""The exact re-rank of a query's candidates: BM25 over every query token, all candidates at once (pure).
+
+Design idea: the index finds ~40 candidates cheaply; what costs is reading
+them, because real candidates are long (assistant replies, tool errors,
+summaries: ~3,000 chars on average among candidates) and a long Chinese
+question has 60 tokens. Searching each text once per token in Python costs
+~0.2 ms per candidate, and folding traditional text first another ~50 us per KB.
+So the texts are never folded and never searched token by token:
+
+- `prepare` turns the query into `Term`s once: each CJK token with every
+  spelling that folds to it (`text.surface_forms`: `发现`, `發現`, `髮現`),
+  the spellings the user typed marked as exact;
+- `score_documents` maps every character of all candidates (joined, as
+  UTF-32 code points in a NumPy array) to its index in the query's alphabet,
+  and counts every character and every adjacent pair of all candidates in
+  two `bincount`s: the CJK term frequencies of every candidate at C speed,
+  whatever the number of terms. Words are counted with `str.find`.
+- BM25 (`ranking.K1`, `ranking.B`, lengths in tokens from the index), the
+  phrase bonus and the coverage factor are then the formula of
+  `ranking.score_text`, plus one rule: a CJK term found only in another script
+  than the one typed (`燦` for `灿`) counts FOLDED_ONLY_WEIGHT of its weight,
+  so the form the user typed comes first, all else equal.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ranking import COVERAGE_FLOOR, K1, PHRASE_WEIGHT, B, query_phrases
+from .text import QueryToken, surface_forms
+
+# A CJK token found only in another script than the one typed still counts, at this share.
+FOLDED_ONLY_WEIGHT = 0.5
+_CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One query token as scoring needs it: its weight and the spellings to count."""
+
+    text: str
+    kind: str  # char, gram, word, part (as `QueryToken`)
+    weight: float
+    forms: tuple[str, ...]  # the folded form first, then its other spellings
+    exact: frozenset[str]  # the spellings the user typed
+    # a word, a part, a CJK pair or a character typed alone (`锁`): a match means
+    # something; a character cut out of a longer word (`缓` of `缓存`) alone does not
+    meaningful: bool
+
+
+@dataclass(frozen=True)
+class Phrase3:
+    """A CJK trigram of the query (two overlapping pairs), by its spellings."""
+
+    forms: tuple[str, ...]
+    weight: float
+    pairs: tuple[int, int]  # the indexes in `terms` of its two pairs: both present, or no trigram
+
+
+@dataclass(frozen=True)
+class PreparedQuery:
+    terms: tuple[Term, ...]
+    phrases: tuple[Phrase3, ...]
+    word_pairs: tuple[tuple[int, int, float], ...]  # indexes of two adjacent query words in `terms`, weight
+    alphabet: dict[str, int]  # every character of a CJK spelling -> 1..n (0: any other character)
+
+    @property
+    def total_weight(self) -> float:
+        return sum(t.weight for t in self.terms)
+
+
+@dataclass(frozen=True)
+class DocScore:
+    score: float
+    meaningful: bool  # matched a meaningful term, not only characters cut out of longer words
+
+
+def prepare(
+    tokens: list[QueryToken], weights: dict[str, float], norm_query: str, typed: dict[str, set[str]]
+) -> PreparedQuery:
+    """The query's terms, phrases and word pairs, with every spelling to look for."""
+    alone = {run for run in _CJK_RUNS.findall(norm_query) if len(run) == 1}
+    terms = []
+    for t in tokens:
+        cjk = t.kind in ("char", "gram")
+        forms = surface_forms(t.text) if cjk else (t.text,)
+        exact = typed.get(t.text) or {t.text}
+        forms += tuple(sorted(f for f in exact if f not in forms and len(f) == len(t.text)))
+        meaningful = t.kind != "char" or t.text in alone
+        terms.append(Term(t.text, t.kind, weights.get(t.text, 0.0), forms, frozenset(exact), meaningful))
+    chars = sorted({ch for t in terms if t.kind in ("char", "gram") for f in t.forms for ch in f})
+    alphabet = {ch: i + 1 for i, ch in enumerate(chars)}
+    position = {t.text: i for i, t in enumerate(terms)}
+    phrases, pairs = [], []
+    for p in query_phrases(norm_query, weights):
+        if p.is_word_pair:
+            a, b = p.text.split(" ")
+            if a in position and b in position:
+                pairs.append((position[a], position[b], p.weight))
+        elif p.text[:2] in position and p.text[1:] in position:
+            phrases.append(Phrase3(surface_forms(p.text), p.weight, (position[p.text[:2]], position[p.text[1:]])))
+    return PreparedQuery(tuple(terms), tuple(phrases), tuple(pairs), alphabet)
+
+
+def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: PreparedQuery) -> list[DocScore]:
+    """The score of each lower-cased text (one per candidate, its length in tokens beside it)."""
+    if not texts or not q.terms:
+        return [DocScore(0.0, False) for _ in texts]
+    tf, exact = term_frequencies(texts, q)
+    weights = np.array([t.weight for t in q.terms])
+    effective = weights * np.where(exact | ~_cjk_mask(q), 1.0, FOLDED_ONLY_WEIGHT)
+    norm = K1 * (1.0 - B + B * np.asarray(lengths, dtype=float) / max(avg_len, 1.0))
+    base = (effective * tf * (K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
+    present = tf > 0
+    covered = present @ weights
+    meaningful = np.asarray(present[:, [i for i, t in enumerate(q.terms) if t.meaningful]].any(axis=1))
+    out = []
+    for d, text in enumerate(texts):
+        if covered[d] <= 0:
+            out.append(DocScore(0.0, False))
+            continue
+        score = float(base[d]) + PHRASE_WEIGHT * _phrase_total(text, q, present[d])
+        total = float(weights.sum())
+        if COVERAGE_FLOOR < 1.0 and total > 0:
+            score *= COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * float(covered[d]) / total
+        out.append(DocScore(score, bool(meaningful[d])))
+    return out
+
+
+def _cjk_mask(q: PreparedQuery) -> np.ndarray:
+    return np.array([t.kind in ("char", "gram") for t in q.terms])
+
+
+def term_frequencies(texts: list[str], q: PreparedQuery) -> tuple[np.ndarray, np.ndarray]:
+    """(tf, exact): per text and term, occurrences in any spelling, and whether a typed spelling is among them."""
+    n, size = len(texts), len(q.alphabet) + 1
+    tf = np.zeros((n, len(q.terms)))
+    exact = np.zeros((n, len(q.terms)), dtype=bool)
+    if q.alphabet:
+        chars, pairs = cjk_counts(texts, q.alphabet)
+        for j, term in enumerate(q.terms):
+            if term.kind not in ("char", "gram"):
+                continue
+            for form in term.forms:
+                codes = [q.alphabet[ch] for ch in form]
+                found = chars[:, codes[0]] if len(codes) == 1 else pairs[:, codes[0] * size + codes[1]]
+                tf[:, j] += found
+                if form in term.exact:
+                    exact[:, j] |= found > 0
+    for j, term in enumerate(q.terms):
+        if term.kind in ("word", "part"):
+            count = count_word if term.kind == "word" else str.count
+            tf[:, j] = [count(text, term.text) for text in texts]
+            exact[:, j] = tf[:, j] > 0  # one spelling
+    return tf, exact
+
+
+def cjk_counts(texts: list[str], alphabet: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: the count of each alphabet character (column = its index) and of each adjacent pair
+    (column = first * size + second), where size = len(alphabet) + 1 and index 0 is any other character."""
+    size, n = len(alphabet) + 1, len(texts)
+    codes = np.frombuffer("\x00".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    top = max(ord(ch) for ch in alphabet) + 1
+    lookup = np.zeros(top + 1, dtype=np.int32)  # lookup[top]: every code above the alphabet's
+    for ch, i in alphabet.items():
+        lookup[ord(ch)] = i
+    index = np.take(lookup, codes, mode="clip")
+    # each text's own characters and the NUL joint after it belong to that text
+    doc = np.repeat(np.arange(n, dtype=np.int32), [len(t) + 1 for t in texts])[: len(index)]
+    hit = index > 0
+    chars = np.bincount(doc[hit] * size + index[hit], minlength=n * size).reshape(n, size)
+    both = hit[:-1] & hit[1:]
+    first, second = index[:-1][both], index[1:][both]
+    pair_code = doc[:-1][both] * (size * size) + first * size + second
+    pairs = np.bincount(pair_code, minlength=n * size * size).reshape(n, size * size)
+    return chars, pairs
+
+
+def count_word(text: str, word: str) -> int:
+    """Occurrences of a word not inside a longer run of letters and digits (`_` is a boundary)."""
+    if word not in text:
+        return 0
+    found, end = 0, len(word)
+    pos = text.find(word)
+    while pos >= 0:
+        if (pos == 0 or text[pos - 1] not in _ALNUM) and (pos + end >= len(text) or text[pos + end] not in _ALNUM):
+            found += 1
+        pos = text.find(word, pos + 1)
+    return found
+
+
+def _phrase_total(text: str, q: PreparedQuery, present: np.ndarray) -> float:
+    total = 0.0
+    for p in q.phrases:
+        if present[p.pairs[0]] and present[p.pairs[1]] and any(f in text for f in p.forms):
+            total += p.weight
+    for a, b, weight in q.word_pairs:
+        if present[a] and present[b] and words_adjacent(text, q.terms[a].text, q.terms[b].text):
+            total += weight
+    return total
+
+
+def words_adjacent(text: str, a: str, b: str) -> bool:
+    """`a`, then 1-3 characters that are not word characters, then `b`; both whole words."""
+    pos = text.find(a)
+    while pos >= 0:
+        if pos == 0 or not _is_word_char(text[pos - 1]):
+            gap = pos + len(a)
+            for k in range(1, 4):
+                sep = text[gap : gap + k]
+                if len(sep) < k or _is_word_char(sep[-1]):
+                    break
+                after = gap + k + len(b)
+                if text.startswith(b, gap + k) and (after >= len(text) or not _is_word_char(text[after])):
+                    return True
+        pos = text.find(a, pos + 1)
+    return False
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"

@@ -1,0 +1,46 @@
+// Search as you type: the server renders the results (escaped); this only fetches them
+// after a pause in typing, swaps them in and keeps the URL in step so it can be shared.
+"use strict";
+(function () {
+  const form = document.getElementById("search");
+  const results = document.getElementById("results");
+  if (!form || !results) return;
+  const DELAY_MS = 250;
+  let timer = null;
+  let inflight = null;
+
+  function query() {
+    const params = new URLSearchParams();
+    for (const [key, value] of new FormData(form)) {
+      if (value !== "" && !(key === "track" && value === "messages")) params.append(key, value);
+    }
+    return params.toString();
+  }
+
+  async function refresh() {
+    const qs = query();
+    history.replaceState(null, "", "/search" + (qs ? "?" + qs : ""));
+    if (inflight) inflight.abort();
+    inflight = new AbortController();
+    try {
+      const response = await fetch("/search?" + (qs ? qs + "&" : "") + "partial=1", { signal: inflight.signal });
+      results.innerHTML = await response.text();
+      results.dataset.query = qs;
+    } catch (err) {
+      if (err.name !== "AbortError") results.textContent = "Search failed: " + err.message;
+    }
+  }
+
+  function later() {
+    clearTimeout(timer);
+    timer = setTimeout(refresh, DELAY_MS);
+  }
+
+  form.addEventListener("input", later);
+  form.addEventListener("change", later);
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    clearTimeout(timer);
+    refresh();
+  });
+})();
