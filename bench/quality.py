@@ -17,8 +17,12 @@ Query sets: CMRC2018 trial questions (target: their paragraph; Gutenberg
 chunks are the distractors), Vue doc section headings (target: the section
 body), and exact fragments sampled from the documents (1, 2 and 4 CJK chars,
 two Chinese words, two English words, an identifier plus a Chinese word), each
-kept only when exactly one document contains it. Prints recall@1/5/10 and
-MRR@10 per set and system.
+kept only when exactly one document contains it (`frag-*`: after folding
+traditional to simplified). The `script-*` sets are the same kinds kept when
+exactly one document holds the fragment in the spelling it was cut in, the
+CJK ones cut from the traditional-Chinese classics: other documents may hold
+it in the other script, and the exact spelling must come first. Prints
+recall@1/5/10 and MRR@10 per set and system.
 
     python bench/quality.py --corpus ../shared/corpora --quick
     python bench/quality.py --corpus ../shared/corpora --json bench/results/quality.json
@@ -100,12 +104,25 @@ _IDENT = re.compile(r"\b[a-z]+[A-Z][A-Za-z0-9]*\b|\b[A-Za-z]+_[A-Za-z0-9_]+\b")
 
 
 class FragmentSampler:
-    """Exact fragments, each contained in exactly one document (after normalization)."""
+    """Exact fragments, each contained in exactly one document (after normalization).
 
-    def __init__(self, docs: list[Doc], rng: random.Random) -> None:
+    With `surface=True` a fragment is unique in the spelling it was cut in (lower-cased, not
+    folded): other documents may hold it in the other script (`燦` vs `灿`), and the one that
+    holds the typed spelling must still come first. `targets` limits the documents cut from.
+    """
+
+    def __init__(
+        self, docs: list[Doc], rng: random.Random, surface: bool = False, targets: list[int] | None = None
+    ) -> None:
         self.docs = docs
         self.rng = rng
-        self.norm = [normalize(d.text) for d in docs]
+        self.surface = surface
+        self.prefix = "script-" if surface else "frag-"
+        self.targets = targets if targets is not None else list(range(len(docs)))
+        self.norm = [d.text.lower() if surface else normalize(d.text) for d in docs]
+
+    def key(self, part: str) -> str:
+        return part.lower() if self.surface else normalize(part)
 
     def unique(self, parts: list[str], target: int) -> bool:
         hits = 0
@@ -121,10 +138,10 @@ class FragmentSampler:
         for _ in range(per_set * 60):
             if len(out) >= per_set:
                 break
-            idx = self.rng.randrange(len(self.docs))
+            idx = self.rng.choice(self.targets)
             parts = make(self.docs[idx].text)
-            if parts and len(set(parts)) == len(parts) and self.unique([normalize(p) for p in parts], idx):
-                out.append(Query(name, " ".join(parts), idx))
+            if parts and len(set(parts)) == len(parts) and self.unique([self.key(p) for p in parts], idx):
+                out.append(Query(self.prefix + name, " ".join(parts), idx))
         return out
 
     def single_chars(self, per_set: int) -> list[Query]:
@@ -134,8 +151,10 @@ class FragmentSampler:
             for ch in set(text):
                 if is_cjk(ch):
                     char_docs.setdefault(ch, []).append(i)
-        singles = sorted(ch for ch, ds in char_docs.items() if len(ds) == 1)
-        return [Query("frag-1cjk", ch, char_docs[ch][0]) for ch in self.rng.sample(singles, min(per_set, len(singles)))]
+        wanted = set(self.targets)
+        singles = sorted(ch for ch, ds in char_docs.items() if len(ds) == 1 and ds[0] in wanted)
+        picked = self.rng.sample(singles, min(per_set, len(singles)))
+        return [Query(self.prefix + "1cjk", ch, char_docs[ch][0]) for ch in picked]
 
     def cjk_run(self, n: int) -> Callable[[str], list[str] | None]:
         def make(text: str) -> list[str] | None:
@@ -164,11 +183,11 @@ class FragmentSampler:
     def all_sets(self, per_set: int) -> list[Query]:
         return (
             self.single_chars(per_set)
-            + self.sample("frag-2cjk", self.cjk_run(2), per_set)
-            + self.sample("frag-4cjk", self.cjk_run(4), per_set)
-            + self.sample("frag-2zh-words", self.two_of(_CJK2), per_set)
-            + self.sample("frag-2en-words", self.two_of(_WORD), per_set)
-            + self.sample("frag-ident+zh", self.ident_and_cjk, per_set)
+            + self.sample("2cjk", self.cjk_run(2), per_set)
+            + self.sample("4cjk", self.cjk_run(4), per_set)
+            + self.sample("2zh-words", self.two_of(_CJK2), per_set)
+            + self.sample("2en-words", self.two_of(_WORD), per_set)
+            + self.sample("ident+zh", self.ident_and_cjk, per_set)
         )
 
 
@@ -313,7 +332,7 @@ def run_systems(
         ms: list[float] = []
         for q in queries:
             rank: int | None = None
-            if name != "like" or q.set.startswith("frag"):  # LIKE applies to exact fragments only
+            if name != "like" or q.set.startswith(("frag", "script")):  # LIKE applies to exact fragments only
                 with Timer() as t:
                     got = run(q.text)
                 ms.append(t.ms)
@@ -373,7 +392,21 @@ def main() -> None:
     header = result_header("quality", {k: str(v) for k, v in vars(args).items()})  # the commit being measured
     rng = random.Random(args.seed)
     docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng)
-    frags = FragmentSampler(docs, rng).all_sets(args.fragments or (40 if args.quick else 150))
+    per_set = args.fragments or (40 if args.quick else 150)
+    frags = FragmentSampler(docs, rng).all_sets(per_set)
+    # unique in the spelling typed; CJK fragments cut from the traditional-Chinese classics
+    classics = [i for i, d in enumerate(docs) if d.source == "classics"]
+    script = FragmentSampler(docs, rng, surface=True, targets=classics)
+    frags += (
+        script.single_chars(per_set)
+        + script.sample("2cjk", script.cjk_run(2), per_set)
+        + script.sample("4cjk", script.cjk_run(4), per_set)
+        + script.sample("2zh-words", script.two_of(_CJK2), per_set)
+    )
+    mixed = FragmentSampler(docs, rng, surface=True)
+    frags += mixed.sample("2en-words", mixed.two_of(_WORD), per_set) + mixed.sample(
+        "ident+zh", mixed.ident_and_cjk, per_set
+    )
     queries = cmrc_q + vue_q + frags
     if args.sets:
         queries = [q for q in queries if any(q.set.startswith(p) for p in args.sets.split(","))]

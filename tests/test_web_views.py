@@ -28,7 +28,7 @@ def test_highlight_keeps_every_character_of_the_text() -> None:
 
 
 def test_strip_hit_marks_removes_only_the_snippet_markers() -> None:
-    assert views.strip_hit_marks("…a 【hit】 b") == "…a hit b"
+    assert views.strip_hit_marks("…a ⟦hit⟧ b ⟦hit⟧ 【c】") == "…a hit b hit 【c】"
     assert views.strip_hit_marks("no marks") == "no marks"
 
 

@@ -17,11 +17,12 @@ messages in `bench/scale.py`). So every step below is bounded by a constant:
      documents holding all of up to 3 of them, within the newest
      `RECENT_WINDOW` rowids (the spec's early-terminating `ORDER BY rowid
      DESC`), with the spec's OR retry when nothing else was found.
-3. The ~80 candidates are scored exactly from their text by
-   `ranking.score_text` (BM25 over all query tokens, lengths in tokens, plus a
-   small bonus for query tokens adjacent in the text); recency only breaks
-   ties. The text is folded per character (`normalize_fast`): opencc's phrase
-   conversion costs up to ~1 ms per traditional-Chinese message.
+3. The ~45 candidates are scored exactly by `scoring.score_documents` (BM25
+   over all query tokens, lengths in tokens from FTS5's docsize, a small
+   bonus for query tokens adjacent in the text, the typed spelling before
+   a folded one), all at once and without folding them; recency only
+   breaks ties. Candidates that hold only characters cut out of the query's
+   words are dropped when others hold a word.
 
 The constants were chosen with `bench/quality.py` (ranking at least as good
 as FTS5 bm25 over all query tokens) and `bench/scale.py` (p95 and max latency
@@ -284,7 +285,7 @@ class Searcher:
         return [_hit(row, score, needles) for score, row in scored[:limit]]
 
     def _score(self, rows: list[dict[str, Any]], prepared: scoring.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
-        """Each candidate's `ranking.score_document`; when some match a meaningful term (a word, a
+        """Each candidate's `scoring.score_documents`; when some match a meaningful term (a word, a
         CJK pair, a character typed alone), those that only hold characters cut out of the query's
         words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
         lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})

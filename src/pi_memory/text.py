@@ -97,7 +97,7 @@ def _foldable() -> re.Pattern[str]:
 
 
 def normalize_lower(text: str) -> str:
-    """Lower-cased, NUL-free text, not folded: what `ranking.score_document` searches."""
+    """Lower-cased, NUL-free text, not folded: what `scoring.score_documents` reads."""
     return text.replace("\x00", " ").lower() if "\x00" in text else text.lower()
 
 

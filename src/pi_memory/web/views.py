@@ -114,12 +114,8 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def strip_hit_marks(snippet: str) -> str:
-    """The search snippet without the 【】 around its first hit (the page marks every hit itself)."""
-    start = snippet.find(HIT_OPEN)
-    end = snippet.find(HIT_CLOSE, start + 1) if start >= 0 else -1
-    if start < 0 or end < 0:
-        return snippet
-    return snippet[:start] + snippet[start + 1 : end] + snippet[end + 1 :]
+    """The search snippet without its hit markers (the page marks every hit itself)."""
+    return snippet.replace(HIT_OPEN, "").replace(HIT_CLOSE, "")
 
 
 def highlight(text: str, query: str) -> list[tuple[str, bool]]:
