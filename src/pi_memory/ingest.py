@@ -11,6 +11,7 @@ reported with their line numbers; everything good in the same file is kept.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -169,10 +170,12 @@ def _record_sources(store: Store, units: list[SessionWrite]) -> None:
     this leaves it to be read again, and the re-read finds the messages whose runs are missing."""
     sources = [u for u in units if u.source is not None]
     if sources:
+        now = int(time.time() * 1000)
         with store.write():
-            for unit in sources:
+            for i, unit in enumerate(sources):
                 assert unit.source is not None
-                store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2])
+                # a ms apart, in import order: "the last imports" stay in the order they were made
+                store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2], now + i)
 
 
 def after_messages_added(store: Store, added_ids: dict[str, list[int]]) -> None:

@@ -770,12 +770,14 @@ class Store(SharedSql):
         value = decode_text(first)[:200] if first is not None else None
         self.conn.execute("UPDATE session SET first_user = ? WHERE id = ?", (value, session_id))
 
-    def record_source_file(self, path: str, session_id: str | None, size: int, mtime_ns: int) -> None:
+    def record_source_file(
+        self, path: str, session_id: str | None, size: int, mtime_ns: int, imported_at: int | None = None
+    ) -> None:
         self.conn.execute(
             """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at) VALUES (?,?,?,?,?)
                ON CONFLICT(path) DO UPDATE SET session_id=excluded.session_id, size=excluded.size,
                  mtime_ns=excluded.mtime_ns, imported_at=excluded.imported_at""",
-            (path, session_id, size, mtime_ns, int(time.time() * 1000)),
+            (path, session_id, size, mtime_ns, imported_at if imported_at is not None else int(time.time() * 1000)),
         )
 
     def source_file_state(self, path: str) -> tuple[int, int] | None:
