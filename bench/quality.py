@@ -48,6 +48,7 @@ from common import Timer, latency_summary, result_header, save_json, table  # no
 from corpus import CLASSICS, NOVELS, Doc, gutenberg_chunks, vue_sections, write_docs_as_sessions  # noqa: E402
 
 from pi_memory.api import Archive  # noqa: E402
+from pi_memory.store import decode_text  # noqa: E402
 from pi_memory.text import QueryToken, fts_and, fts_or, is_cjk, normalize, query_tokens, tokenize  # noqa: E402
 
 K = 10
@@ -219,7 +220,7 @@ class Systems:
         rows = list(self.conn.execute("SELECT id, text FROM msg WHERE indexed"))
         self.conn.execute("BEGIN")
         for msg_id, text in rows:
-            toks = tokenize(text)
+            toks = tokenize(decode_text(text))
             self.conn.execute(
                 "INSERT INTO bl_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, toks.chars_text(), toks.grams_text())
             )
@@ -240,7 +241,9 @@ class Systems:
 
     def like(self, q: str) -> list[int]:
         parts = q.split(" ")
-        where = " AND ".join(["text LIKE ? ESCAPE '\\'"] * len(parts))
+        # message text is stored compressed: the scan decodes each row, as any scan of it must
+        self.conn.create_scalar_function("decode_text", decode_text, 1, deterministic=True)
+        where = " AND ".join(["decode_text(text) LIKE ? ESCAPE '\\'"] * len(parts))
         params = ["%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for p in parts]
         sql = f"SELECT id FROM msg WHERE indexed AND {where} ORDER BY id DESC LIMIT ?"
         return self.docs([int(r[0]) for r in self.conn.execute(sql, params + [K])])
@@ -270,7 +273,7 @@ class Systems:
         )
         scored = []
         for msg_id, ts, text in rows:
-            norm = normalize(text)
+            norm = normalize(decode_text(text))
             covered = sum(1 for t in scoring if _contains(norm, t.text))
             scored.append((covered / len(scoring), ts, msg_id))
         scored.sort(reverse=True)
@@ -297,7 +300,8 @@ def build_archive(docs: list[Doc], work: Path) -> tuple[Archive, dict[int, int]]
     for i, d in enumerate(docs):
         by_text.setdefault(d.text, i)
     msg_to_doc = {}
-    for msg_id, text in archive.store.conn.execute("SELECT id, text FROM msg"):
+    for msg_id, stored in archive.store.conn.execute("SELECT id, text FROM msg"):
+        text = decode_text(stored)
         if text in by_text:
             msg_to_doc[int(msg_id)] = by_text[text]
     return archive, msg_to_doc

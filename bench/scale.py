@@ -32,6 +32,7 @@ from common import HAND_QUERIES, Timer, latency_summary, peak_rss_mb, result_hea
 from corpus import MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_session  # noqa: E402
 
 from pi_memory.api import Archive  # noqa: E402
+from pi_memory.store import decode_text  # noqa: E402
 from pi_memory.text import fts_or, query_tokens  # noqa: E402
 
 BATCH_SESSIONS = 250  # 10k messages generated, imported, deleted at a time
@@ -107,8 +108,10 @@ def bm25_query(archive: Archive, query: str) -> list[int]:
 
 
 def like_query(archive: Archive, query: str) -> list[int]:
+    """A scan with LIKE; message text is stored compressed, so the scan decodes each row (as any scan must)."""
     pattern = "%" + query.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-    sql = "SELECT id FROM msg WHERE indexed AND text LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT 10"
+    archive.store.conn.create_scalar_function("decode_text", decode_text, 1, deterministic=True)
+    sql = "SELECT id FROM msg WHERE indexed AND decode_text(text) LIKE ? ESCAPE '\\' ORDER BY id DESC LIMIT 10"
     return [int(r[0]) for r in archive.store.conn.execute(sql, (pattern,))]
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import PI_DATA
 from pi_memory import Archive
+from pi_memory.store import decode_text
 
 SDK_TREE = PI_DATA / "pi-0.73.1-sdk-faux-tree.jsonl"
 RPC_COMPACTION = PI_DATA / "pi-0.73.1-cli-rpc-faux-compaction.jsonl"
@@ -20,7 +21,8 @@ def lines(path: Path) -> list[dict[str, Any]]:
 
 
 def archived(archive: Archive, session_id: str) -> list[tuple[Any, ...]]:
-    return archive.store.rows("SELECT role, text, entry_id FROM msg WHERE session_id=? ORDER BY ts, seq", (session_id,))
+    rows = archive.store.rows("SELECT role, text, entry_id FROM msg WHERE session_id=? ORDER BY ts, seq", (session_id,))
+    return [(role, decode_text(text), entry_id) for role, text, entry_id in rows]
 
 
 def live_replay(archive: Archive, path: Path) -> str:

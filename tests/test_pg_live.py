@@ -15,6 +15,7 @@ import pytest
 from conftest import PI_DATA, claude_line, python_cli
 from pg_support import connect
 from pi_memory import Archive
+from pi_memory.store import decode_text
 from test_capture import lines
 from test_pg_team import apply_roles, one_session
 
@@ -70,7 +71,9 @@ def test_the_bridge_captures_into_the_team_archive_once_and_backfills_entry_ids(
     with Archive.open(tmp_path / "reference.db") as ref:
         ref.import_paths([RPC_COMPACTION])
         expected = ref.store.rows("SELECT role, text, entry_id FROM msg WHERE session_id=? ORDER BY ts, seq", (sid,))
-    assert rows == [tuple(r) for r in expected]  # each message once, with the file's entry ids
+    assert rows == [
+        (role, decode_text(text), eid) for role, text, eid in expected
+    ]  # each message once, with the file's entry ids
     # a later import (or push) of the same file adds nothing
     with Archive.open(pg_url) as team:
         assert team.session_info(sid).name == "compaction demo"

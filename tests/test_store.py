@@ -78,7 +78,8 @@ def test_a_duplicate_consumes_no_seq(archive: Archive, tmp_path: Path):
 def test_every_source_line_is_kept_verbatim_and_compressed(archive: Archive):
     archive.import_paths([VUE])
     lines = [line for line in VUE.read_bytes().splitlines() if line.strip()][1:]
-    raws = {decompress(r[0]) for r in archive.store.rows("SELECT raw FROM entry")}
+    rows = archive.store.rows("SELECT e.raw, m.text FROM entry e LEFT JOIN msg m ON m.id = e.msg_id")
+    raws = {decompress(raw, text) for raw, text in rows}
     assert raws == set(lines)
     stored = sum(len(r[0]) for r in archive.store.rows("SELECT raw FROM entry"))
     assert stored < sum(len(line) for line in lines)
@@ -95,9 +96,9 @@ def test_successful_tool_output_is_replayable_but_not_indexed(archive: Archive, 
     tool_ids = {r[0] for r in archive.store.rows("SELECT id FROM msg WHERE role='tool_result'")}
     assert ids and not (ids & tool_ids)
     longest = max(
-        len(json.loads(decompress(r[0]))["message"]["content"][0]["text"])
+        len(json.loads(decompress(r[0], r[1]))["message"]["content"][0]["text"])
         for r in archive.store.rows(
-            "SELECT e.raw FROM msg m JOIN entry e ON e.msg_id = m.id WHERE m.role='tool_result'"
+            "SELECT e.raw, m.text FROM msg m JOIN entry e ON e.msg_id = m.id WHERE m.role='tool_result'"
         )
     )
     assert longest > 20_000
@@ -230,3 +231,18 @@ def test_many_files_import_the_same_with_a_parsing_worker_as_without(tmp_path: P
     assert results["0"] == results["1"]
     assert results["1"][0] == 23 * (ingest.PARALLEL_MIN_FILES + 3)
     assert results["1"][1] == 1  # the torn line, reported by line number either way
+
+
+def test_message_text_is_stored_compressed_and_its_verbatim_line_against_it():
+    from pi_memory.store import compress, decode_text, encode_text
+
+    text = "缓存索引重建之后 SSE 断流: proxy_buffering off\n→ bash(grep -r nginx)"
+    line = json.dumps({"type": "message", "message": {"content": [{"type": "text", "text": text}]}}, ensure_ascii=False)
+    raw = line.encode()
+    stored = encode_text(text)
+    assert decode_text(stored) == text and decode_text(text) == text  # rows from before stay plain TEXT
+    against_text = compress(raw, text)
+    assert decompress(against_text, stored) == raw == decompress(against_text, text)
+    assert len(against_text) < len(compress(raw)) / 2  # the words are not stored twice
+    with pytest.raises(ValueError):
+        decompress(against_text)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -12,6 +13,7 @@ import pytest
 
 from conftest import claude_line
 from pi_memory import Archive
+from pi_memory.store import decode_text
 from pi_memory.tail import Follower, complete_lines
 
 DATA = Path(__file__).parent / "data"
@@ -32,7 +34,7 @@ def _claude(uuid: str, kind: str, content: object, msg_id: str | None = None) ->
 
 
 def _count(archive: Archive, needle: str) -> int:
-    return int(archive.store.scalar("SELECT count(*) FROM msg WHERE text LIKE ?", (f"%{needle}%",)))
+    return sum(_like(needle, decode_text(r[0])) for r in archive.store.rows("SELECT text FROM msg"))
 
 
 def test_complete_lines_leaves_a_partial_last_line_out() -> None:
@@ -76,7 +78,7 @@ def test_a_streamed_tail_is_held_until_the_file_is_quiet(archive: Archive, tmp_p
     clock.now = path.stat().st_mtime + 1.0  # quiet now
     assert follower.due() == [path]
     assert follower.sync(path).added == 1
-    texts = [r[0] for r in archive.store.rows("SELECT text FROM msg WHERE role = 'assistant'")]
+    texts = [decode_text(r[0]) for r in archive.store.rows("SELECT text FROM msg WHERE role = 'assistant'")]
     assert texts == ['charlie\n→ Bash({"command":"ls"})']
 
 
@@ -217,3 +219,8 @@ def test_watch_falls_back_to_polling_when_native_watching_is_refused(
     helper.join()
     assert any("polling every" in line for line in said)
     assert _count(archive, "polled mike") == 1 and _count(archive, "before lima") == 1
+
+
+def _like(pattern: str, text: str) -> bool:
+    """SQL's `LIKE '%pattern%'` (`%` inside matches anything) on a decoded message text."""
+    return re.search(".*".join(map(re.escape, pattern.split("%"))), text, re.S) is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -15,6 +16,7 @@ import pytest
 
 from conftest import claude_line, python_cli
 from pi_memory import Archive
+from pi_memory.store import decode_text
 
 APPEAR_S = 2.0  # the issue's promise: appended lines are searchable within 2 s
 START_S = 20.0  # a cold Python start on a busy machine
@@ -43,7 +45,7 @@ def _until(check: Callable[[], bool], seconds: float) -> bool:
 
 def _count(db: Path, needle: str) -> int:
     with Archive.open(db) as archive:
-        return int(archive.store.scalar("SELECT count(*) FROM msg WHERE text LIKE ?", (f"%{needle}%",)))
+        return sum(_like(needle, decode_text(r[0])) for r in archive.store.rows("SELECT text FROM msg"))
 
 
 @pytest.fixture
@@ -238,3 +240,8 @@ def test_watch_stops_on_sigint_even_when_started_with_sigint_ignored(
     assert watcher_ignoring_sigint.wait(timeout=10) == 0
     assert watcher_ignoring_sigint.stderr is not None
     assert "stopped" in watcher_ignoring_sigint.stderr.read()
+
+
+def _like(pattern: str, text: str) -> bool:
+    """SQL's `LIKE '%pattern%'` (`%` inside matches anything) on a decoded message text."""
+    return re.search(".*".join(map(re.escape, pattern.split("%"))), text, re.S) is not None

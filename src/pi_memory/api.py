@@ -36,7 +36,7 @@ from .runs import RunInfo, address_of, get_run, list_runs, parse_run_id
 from .runsearch import RunHit, check_kinds, search_summaries
 from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from .sources.readers import AGENTS, existing_roots, session_roots
-from .store import Store, default_db_path
+from .store import Store, decode_text, default_db_path
 from .tail import Follower
 from .text import clip
 
@@ -211,13 +211,24 @@ class Archive:
         progress: Callable[[Path], None] | None = None,
         include_forgotten: bool = False,
         agent: str | None = None,
+        on_progress: Callable[[Path, int], None] | None = None,
     ) -> ImportReport:
         """Import files or folders; with none, every agent's session folder that exists.
 
         `agent` limits the default folders to one agent, and forces that parser on given paths.
+        `progress(path)` and `on_progress(path, messages read so far)` are called as each file is done.
         """
         targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
         importer = Importer(self.store, include_forgotten=include_forgotten)
+        if on_progress is not None:
+            report_file, plain = on_progress, progress
+
+            def both(path: Path) -> None:
+                if plain is not None:
+                    plain(path)
+                report_file(path, importer.messages_read)
+
+            progress = both
         # bringing forgotten messages back means reading files that have not changed since
         return importer.import_paths(targets, force=force or include_forgotten, progress=progress, agent=agent)
 
@@ -354,7 +365,7 @@ class Archive:
             older, newer = self.store.message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
         before_more, after_more = len(older) > before, len(newer) > after + 1
         rows = list(reversed(older[:before])) + newer[: after + 1]
-        views = [MessageView(r[0], r[1], r[2], r[3], r[4], r[5], _json_meta(r[6])) for r in rows]
+        views = [MessageView(r[0], r[1], r[2], r[3], decode_text(r[4]), r[5], _json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None, first: bool = False) -> tuple[int, int] | None:

@@ -232,7 +232,7 @@ class LiveCapture:
         if twin is None:
             return False
         with self.store.write():
-            self.store.rekey_message(twin, m.hash, m.entry_id, m.parent_id, m.raw)
+            self.store.rekey_message(twin, m.hash, m.entry_id, m.parent_id, m.raw, m.text)
         return True
 
     def set_session_name(self, session_id: str, name: str | None) -> None:

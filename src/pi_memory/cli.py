@@ -24,6 +24,7 @@ from . import runview
 from .api import Archive, move_aside
 from .errors import ArchiveError, BadInput
 from .format import plural
+from .progress import ImportProgress
 from .runsearch import KINDS
 from .search import timed
 from .text import HIT_CLOSE, HIT_OPEN
@@ -188,19 +189,23 @@ def import_cmd(
             files = discover(list(paths) or archive.session_roots(agent))
         except ArchiveError as exc:
             raise click.ClickException(str(exc)) from None
-        show_bar = sys.stderr.isatty() and not as_json and len(files) > 1
-        with (
-            click.progressbar(length=len(files), label="importing", file=sys.stderr)
-            if show_bar
-            else _progress_lines(len(files)) as bar
-        ):
+        # a terminal gets the redrawn progress line; a pipe or a log, a line every PROGRESS_EVERY files
+        display = (
+            ImportProgress(len(files), sys.stderr) if sys.stderr.isatty() and not as_json and len(files) > 1 else None
+        )
+        lines = _progress_lines(len(files)) if display is None else None
+        try:
             report = archive.import_paths(
                 files,
                 force=force,
-                progress=lambda _p: bar.update(1),
                 include_forgotten=include_forgotten,
                 agent=agent,
+                progress=(lambda _p: lines.update(1)) if lines is not None else None,
+                on_progress=display,
             )
+        finally:
+            if display is not None:
+                display.close()
     if as_json:
         _emit_json(report.to_dict())
         return

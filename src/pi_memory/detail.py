@@ -21,7 +21,7 @@ from typing import Any
 from .errors import BadInput, NotFound
 from .format import EVIDENCE_HEADER
 from .runs import RunInfo, get_run
-from .store import Store, decompress
+from .store import Store, decode_text, decompress
 
 PAGE_BYTES = 12 * 1024  # one page of a detail read, in UTF-8 bytes (spec 004: 12 KB)
 RUN_READ_MAX_MESSAGES = 400  # a run read loads at most this many messages; the 8K cap cuts first anyway
@@ -231,7 +231,7 @@ def read_run(store: Store, run_id: int, offset: int = 0) -> RunWindow:
             (run_id, max(0, int(offset)), RUN_READ_MAX_MESSAGES),
         )
     views = [
-        RunMessageView(f"r{run_id}/m{pos}", int(mid), int(ts), str(role), str(text))
+        RunMessageView(f"r{run_id}/m{pos}", int(mid), int(ts), str(role), decode_text(text))
         for pos, mid, ts, role, text in rows
     ]
     return RunWindow(run, views, max(0, int(offset)))
@@ -250,7 +250,7 @@ def read_message(
     if not rows:
         raise NotFound(f"run r{address.run_id} has no message m{address.pos} (it has {run.messages})")
     msg_id, ts, role, text, entry_id, blob = rows[0]
-    full = _full_text(text, blob, raw, thinking)
+    full = _full_text(decode_text(text), blob, raw, thinking)
     chunk, next_offset = page(full, offset)
     return MessageDetail(
         str(address), run, int(msg_id), int(ts), str(role), entry_id, raw, offset, next_offset, len(full), chunk
@@ -260,7 +260,7 @@ def read_message(
 def _full_text(rendered: str, blob: bytes | None, raw: bool, thinking: bool) -> str:
     if blob is None:
         return rendered  # captured live without a source line: the rendered text is all there is
-    line = decompress(blob).decode("utf-8", "replace")
+    line = decompress(blob, rendered).decode("utf-8", "replace")
     if raw:
         return line
     try:

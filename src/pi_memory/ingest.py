@@ -10,23 +10,24 @@ reported with their line numbers; everything good in the same file is kept.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import forget, runs
 from .errors import ArchiveError
+from .parse_worker import Worker, WorkerGone
 from .sources.pi import Entry, ParsedSession, project_of
 from .sources.readers import read_session_file
-from .store import NewEntry, NewMessage, SessionRow, Store
+from .store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
 from .text import tokenize
 
 BATCH = 200
+INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `pack`)
 
 
 @dataclass
@@ -126,7 +127,8 @@ class SessionWrite:
     messages: list[NewMessage]
     entries: list[NewEntry] = field(default_factory=list)
     row: SessionRow | None = None  # created or widened in the same transaction
-    source: tuple[str, int, int] | None = None  # (path, size, mtime_ns), recorded with its last messages
+    source: tuple[str, int, int] | None = None  # (path, size, mtime_ns), recorded once its runs are built
+    unfinished: list[int] = field(default_factory=list)  # archived messages still without a run (a killed import)
 
 
 def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
@@ -143,14 +145,37 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     skipped = 0
     for txn in pack(units):
         with store.write():
-            for unit, chunk, first, last in txn:
-                skipped += _write_chunk(store, unit, chunk, first, last, added_ids)
-    if added_ids:
+            totals: dict[str, int] = {}
+            for unit, chunk, first, _last in txn:
+                skipped += _write_chunk(store, unit, chunk, first, added_ids, totals)
+            store.add_to_counters(totals)
+    added = sum(len(v) for v in added_ids.values())
+    # only a new user message can become a session's first one
+    new_users = {u.session_id for u in units if u.session_id in added_ids and any(m.role == "user" for m in u.messages)}
+    if new_users:
         with store.write():
-            for session_id in added_ids:
+            for session_id in new_users:
                 store.update_first_user(session_id)
+    for unit in units:
+        if unit.unfinished:
+            added_ids.setdefault(unit.session_id, []).extend(unit.unfinished)
+    if added_ids:
         after_messages_added(store, added_ids)
-    return sum(len(v) for v in added_ids.values()), skipped
+    _record_sources(store, units)
+    return added, skipped
+
+
+def _record_sources(store: Store, units: list[SessionWrite]) -> None:
+    """A file counts as imported only once its messages and their runs are in: a kill -9 before
+    this leaves it to be read again, and the re-read finds the messages whose runs are missing."""
+    sources = [u for u in units if u.source is not None]
+    if sources:
+        now = int(time.time() * 1000)
+        with store.write():
+            for i, unit in enumerate(sources):
+                assert unit.source is not None
+                # a ms apart, in import order: "the last imports" stay in the order they were made
+                store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2], now + i)
 
 
 def after_messages_added(store: Store, added_ids: dict[str, list[int]]) -> None:
@@ -177,7 +202,12 @@ def run_deferred_hooks(store: Store) -> bool:
 
 
 def _write_chunk(
-    store: Store, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool, added_ids: dict[str, list[int]]
+    store: Store,
+    unit: SessionWrite,
+    chunk: list[NewMessage],
+    first: bool,
+    added_ids: dict[str, list[int]],
+    totals: dict[str, int],
 ) -> int:
     """One session's part of a transaction; returns how many messages were already there."""
     if first and unit.row is not None:
@@ -188,29 +218,47 @@ def _write_chunk(
         if msg_id is not None:
             added_ids.setdefault(unit.session_id, []).append(msg_id)
             added.append(m)
-    store.finish_batch(unit.session_id, added)
+    store.finish_batch(unit.session_id, added, totals)
     if first:
         for e in unit.entries:
             store.insert_entry(e)
-    if last and unit.source is not None:
-        store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2])
     return len(chunk) - len(added)
 
 
 def pack(units: list[SessionWrite]) -> list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]]:
-    """Split units into chunks and group the chunks into transactions of about BATCH messages."""
+    """Split units into chunks and group the chunks into transactions of at most BATCH messages
+    and about INDEX_BUDGET characters of tokens (the FTS5 inserts are most of a transaction's time:
+    200 long Chinese messages would hold the lock ~75 ms, 40-50 ms is the aim)."""
     txns: list[list[tuple[SessionWrite, list[NewMessage], bool, bool]]] = [[]]
-    size = 0
+    size = cost = 0
     for unit in units:
-        starts = list(range(0, len(unit.messages), BATCH)) or [0]
-        for i, start in enumerate(starts):
-            chunk = unit.messages[start : start + BATCH]
-            if size and size + len(chunk) > BATCH:
+        chunks = _chunks(unit.messages)
+        for i, chunk in enumerate(chunks):
+            chunk_cost = sum(_index_cost(m) for m in chunk)
+            if size and (size + len(chunk) > BATCH or cost + chunk_cost > INDEX_BUDGET):
                 txns.append([])
-                size = 0
-            txns[-1].append((unit, chunk, i == 0, i == len(starts) - 1))
-            size += len(chunk)
+                size = cost = 0
+            txns[-1].append((unit, chunk, i == 0, i == len(chunks) - 1))
+            size, cost = size + len(chunk), cost + chunk_cost
     return [t for t in txns if t]
+
+
+def _chunks(messages: list[NewMessage]) -> list[list[NewMessage]]:
+    """A session's messages cut where BATCH or INDEX_BUDGET would be passed (an empty session: one empty chunk)."""
+    chunks: list[list[NewMessage]] = [[]]
+    cost = 0
+    for m in messages:
+        c = _index_cost(m)
+        if chunks[-1] and (len(chunks[-1]) >= BATCH or cost + c > INDEX_BUDGET):
+            chunks.append([])
+            cost = 0
+        chunks[-1].append(m)
+        cost += c
+    return chunks
+
+
+def _index_cost(m: NewMessage) -> int:
+    return len(m.chars) + len(m.grams) + 200  # + the row, the verbatim copy and their indexes
 
 
 def write_messages(
@@ -230,6 +278,8 @@ class Importer:
         self.include_forgotten = include_forgotten
         self._pending: list[SessionWrite] = []
         self._pending_messages = 0
+        self.messages_read = 0  # messages in the files read so far (for a progress display)
+        self._any_tombstone: bool | None = None
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -255,21 +305,15 @@ class Importer:
         if source is None:
             return report
         try:
-            parsed, tokens = parse_and_tokenize(str(path), agent)
+            parsed = parse_and_tokenize(str(path), agent)
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return report
-        self._accept(path, source, parsed, tokens, report)
+        self._accept(path, source, parsed, report)
         return report
 
-    def _accept(
-        self,
-        path: Path,
-        source: tuple[str, int, int],
-        parsed: ParsedSession,
-        tokens: dict[str, tuple[str, str]],
-        report: ImportReport,
-    ) -> None:
+    def _accept(self, path: Path, source: tuple[str, int, int], prepared: Prepared, report: ImportReport) -> None:
+        parsed, tokens = prepared
         report.errors += [FileError(str(path), s.line_no, s.error) for s in parsed.skipped]
         if parsed.header is None:
             if not parsed.skipped:
@@ -281,15 +325,16 @@ class Importer:
         unit.source = source
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)
+        self.messages_read += len(parsed.messages)
 
     def plan_session(
         self,
         parsed: ParsedSession,
         path: Path,
         report: ImportReport,
-        tokens: dict[str, tuple[str, str]] | None = None,
+        tokens: dict[str, Cut] | None = None,
     ) -> SessionWrite | None:
-        """What of this session is new: tokenized messages (`tokens`: cut already, by hash) and the other entries."""
+        """What of this session is new: tokenized messages (`tokens`: cut and packed already, by hash) and the other entries."""
         row = _session_row(parsed, path)
         report.sessions.add(row.id)
         forgotten = self._forgotten(row.id)
@@ -316,6 +361,8 @@ class Importer:
             if m.hash not in existing:
                 _tokenize(m, tokens)
             unit.messages.append(m)
+        if existing:
+            unit.unfinished = self.store.messages_without_run(row.id)
         return unit
 
     def _forgotten(self, session_id: str) -> set[str]:
@@ -327,7 +374,9 @@ class Importer:
         return forget.forgotten_hashes(self.store, session_id)
 
     def _forgotten_anywhere(self, hash_: str) -> bool:
-        return forget.forgotten_anywhere(self.store, hash_)
+        if self._any_tombstone is None:  # asked once per batch: most archives have none
+            self._any_tombstone = bool(self.store.scalar("SELECT EXISTS (SELECT 1 FROM forgotten)"))
+        return self._any_tombstone and forget.forgotten_anywhere(self.store, hash_)
 
     def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write planned sessions now (another backend's importer writes through its own store)."""
@@ -337,6 +386,7 @@ class Importer:
         if not self._pending:
             return
         added, skipped = self.write_units(self._pending)
+        self._any_tombstone = None
         report.added += added
         report.skipped += skipped
         self._pending, self._pending_messages = [], 0
@@ -367,49 +417,113 @@ class Importer:
     def _import_pipelined(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
     ) -> ImportReport:
-        """Many files: a worker process parses, renders and tokenizes while this one writes.
+        """Many files: worker processes parse, render, tokenize and compress while this one writes.
 
         The two halves cost about the same, so on two cores this nearly doubles the rate.
-        At most `IN_FLIGHT` files are ahead of the writer, so memory stays flat.
+        At most `IN_FLIGHT` files are ahead of the writer, so memory stays flat. A worker that
+        dies is not fatal: its files are read here instead.
         """
         report = ImportReport()
-        queue: deque[tuple[Path, tuple[str, int, int], Future[tuple[ParsedSession, dict[str, tuple[str, str]]]]]]
-        queue = deque()
-        todo = iter(files)
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no inherited SQLite handle
-        with ProcessPoolExecutor(max_workers=_workers(), mp_context=context) as pool:
-
-            def refill() -> None:
-                while len(queue) < IN_FLIGHT:
-                    path = next(todo, None)
-                    if path is None:
-                        return
-                    done = ImportReport(files=1)
-                    source = self._changed(path, force, done)
-                    if source is None:
-                        report.merge(done)
-                        if progress:
-                            progress(path)
-                        continue
-                    queue.append((path, source, pool.submit(parse_and_tokenize, str(path), agent)))
-
-            refill()
-            while queue:
-                path, source, future = queue.popleft()
-                refill()
-                file_report = ImportReport(files=1)
-                try:
-                    parsed, tokens = future.result()
-                except OSError as exc:
-                    file_report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
-                else:
-                    self._accept(path, source, parsed, tokens, file_report)
+        ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done))
+        try:
+            for path, source, skipped, prepared in ahead:
+                file_report = skipped or ImportReport(files=1)
+                if isinstance(prepared, OSError):
+                    file_report.errors.append(FileError(str(path), 0, f"cannot read: {prepared.strerror}"))
+                elif prepared is not None and source is not None:
+                    self._accept(path, source, prepared, file_report)
                 report.merge(file_report)
                 self._maybe_flush(report)
                 if progress:
                     progress(path)
+        finally:
+            ahead.close()
         self.flush(report)
         return report
+
+
+# a message's tokens and storage, made by the parse worker:
+# (chars, grams, packed text, packed verbatim line, the verbatim line it was packed from)
+Cut = tuple[str, str, str | bytes | None, bytes | None, bytes | None]
+Prepared = tuple[ParsedSession, dict[str, Cut]]
+
+
+class _Ahead:
+    """Files in order, each with its parse result, parsed up to `IN_FLIGHT` files ahead by workers.
+
+    Yields (path, source, report of an unchanged/unreadable file or None, parse result or OSError or None).
+    """
+
+    def __init__(
+        self,
+        files: list[Path],
+        agent: str | None,
+        changed: Callable[[Path, ImportReport], tuple[str, int, int] | None],
+    ) -> None:
+        self.todo = iter(files)
+        self.agent = agent
+        self.changed = changed
+        self.workers = [Worker() for _ in range(_workers())]
+        self.turn = 0
+        self.queue: deque[tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | None]] = deque()
+
+    def __iter__(self) -> _Ahead:
+        return self
+
+    def __next__(self) -> tuple[Path, tuple[str, int, int] | None, ImportReport | None, Prepared | OSError | None]:
+        self._refill()
+        if not self.queue:
+            raise StopIteration
+        path, source, skipped, worker = self.queue.popleft()
+        if source is None:
+            return path, None, skipped, None
+        try:
+            return path, source, None, self._result(path, worker)
+        except OSError as exc:
+            return path, source, None, exc
+
+    def _refill(self) -> None:
+        while sum(1 for q in self.queue if q[3] is not None) < IN_FLIGHT:
+            path = next(self.todo, None)
+            if path is None:
+                return
+            done = ImportReport(files=1)
+            source = self.changed(path, done)
+            if source is None:
+                self.queue.append((path, None, done, None))
+                continue
+            self.queue.append((path, source, None, self._submit(path)))
+
+    def _submit(self, path: Path) -> Worker | None:
+        """Hand the file to the next live worker; None: parse it here when its turn comes."""
+        while self.workers:
+            worker = self.workers[self.turn % len(self.workers)]
+            self.turn += 1
+            try:
+                worker.submit(str(path), self.agent)
+                return worker
+            except WorkerGone:
+                self._drop(worker)
+        return None
+
+    def _result(self, path: Path, worker: Worker | None) -> Prepared:
+        if worker is not None:
+            try:
+                result: Prepared = worker.result()
+                return result
+            except WorkerGone:
+                self._drop(worker)
+        return parse_and_tokenize(str(path), self.agent)
+
+    def _drop(self, worker: Worker) -> None:
+        if worker in self.workers:
+            self.workers.remove(worker)
+            worker.close()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+        self.workers = []
 
 
 # Files parsed ahead by a worker process (`import` of many files); PI_MEMORY_IMPORT_WORKERS=0 turns it off.
@@ -424,25 +538,36 @@ def _workers() -> int:
     return 1 if (os.cpu_count() or 1) > 1 else 0
 
 
-def parse_and_tokenize(path: str, agent: str | None) -> tuple[ParsedSession, dict[str, tuple[str, str]]]:
-    """Read one session file and cut its indexed messages into tokens (pure; runs in a worker)."""
+def parse_and_tokenize(path: str, agent: str | None) -> Prepared:
+    """Read one session file, cut its indexed messages into tokens and compress every message's
+    text and verbatim line (pure; runs in a worker). The first message of a hash is the one kept."""
     parsed = read_session_file(Path(path), agent)
-    tokens: dict[str, tuple[str, str]] = {}
+    tokens: dict[str, Cut] = {}
     for entry in parsed.entries:
         rendered = entry.rendered
-        if rendered is not None and rendered.indexed:
+        if rendered is None or rendered.hash in tokens:
+            continue
+        chars = grams = ""
+        if rendered.indexed:
             cut = tokenize(rendered.text)
-            tokens[rendered.hash] = (cut.chars_text(), cut.grams_text())
+            chars, grams = cut.chars_text(), cut.grams_text()
+        packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
+        tokens[rendered.hash] = (chars, grams, encode_text(rendered.text), packed_raw, entry.raw)
     return parsed, tokens
 
 
-def _tokenize(m: NewMessage, tokens: dict[str, tuple[str, str]] | None) -> None:
-    """Use the worker's tokens when it cut this message; otherwise cut it here."""
+def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
+    """Use the worker's tokens and packed storage when it made them for this message; otherwise make them here."""
     cut = tokens.get(m.hash) if tokens else None
-    if cut is None or not m.indexed:
+    if cut is None:
         m.prepare()
         return
-    m.chars, m.grams = cut
+    m.packed = cut[2]
+    if m.raw is not None and m.raw == cut[4]:  # a later line with the same hash has its own verbatim copy
+        m.packed_raw = cut[3]
+    if not m.indexed:
+        return
+    m.chars, m.grams = cut[0], cut[1]
     if not m.chars and not m.grams:
         m.indexed = False
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import BadInput, NotFound
-from .store import Store, decompress
+from .store import Store, decode_text, decompress
 from .summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from .text import tokenize
 
@@ -62,19 +62,19 @@ RUN_COLUMNS = """r.id, r.session_id, s.cwd, s.project, r.start_ts, r.end_ts, r.s
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:
     rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, summary, fields = row
-    loaded = json.loads(fields) if fields else {}
+    loaded = json.loads(decode_text(fields)) if fields else {}
     return RunInfo(rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, summary, loaded)
 
 
 # --- loading messages --------------------------------------------------------------
 
 
-def _source_message(raw: bytes | None) -> dict[str, Any] | None:
+def _source_message(raw: bytes | None, text: str) -> dict[str, Any] | None:
     """The agent message inside a verbatim line (a `message` entry, or the message itself)."""
     if raw is None:
         return None
     try:
-        data = json.loads(decompress(raw))
+        data = json.loads(decompress(raw, text))
     except (ValueError, OSError):
         return None
     if not isinstance(data, dict):
@@ -95,7 +95,8 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
     out = []
     for msg_id, entry_id, role, text, meta, raw, ts, _seq in store.rows(sql, params):
         loaded = json.loads(meta) if meta else {}
-        out.append(RunMessage(msg_id, entry_id, role, text, loaded, _source_message(raw), int(ts)))
+        words = decode_text(text)
+        out.append(RunMessage(msg_id, entry_id, role, words, loaded, _source_message(raw, words), int(ts)))
     return out
 
 
@@ -323,7 +324,7 @@ def write_run(store: Store, session_id: str, run: PreparedRun) -> tuple[int, boo
             summary.tool_calls,
             tool_errors,
             summary.line,
-            fields,
+            store.stored_text(fields),
         ),
     )[0]
     run_id = int(row[0])

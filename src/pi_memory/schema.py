@@ -7,12 +7,15 @@ never edited: a change is a new migration at the end of the list.
 Tables
 - `session`   one row per agent session (mutable: last_at, name, flags).
 - `msg`       one row per archived message: rendered text, role, order, entry id.
-              `id` is also the FTS rowid; insertion order is time order.
+              `id` is also the FTS rowid; insertion order is time order. `text` holds a BLOB
+              (format byte + deflate, `store.encode_text`) since the compressed store; rows
+              written before hold TEXT; `store.decode_text` reads both (no migration needed).
 - `msg_fts`   contentless two-channel FTS5 index (`chars`, `grams`) over the
               rendered text of indexed messages; rows deleted with
               `contentless_delete` when a message is forgotten.
 - `entry`     the verbatim copy of every source line (zlib), message or not,
-              so anything can be replayed exactly, successful tool output included.
+              so anything can be replayed exactly, successful tool output included. A message's
+              line is compressed against its message's text (format 2: `store.decompress(raw, text)`).
 - `source_file` per-file import state (size, mtime, offset) for quick re-imports.
 - `counter`   running totals the ranking needs in O(1) (indexed docs, their chars).
 - `memory_chain`  the long-term memory chains: one per workspace (normalized cwd),
@@ -23,7 +26,8 @@ Tables
 - `compact_window` one row per committed pi compaction (window manifest): a hash
               chain per session; rows are immutable (a trigger refuses UPDATE).
 - `run`       one row per run (a user message through the final reply), derived from `msg`
-              by `runs.py`: status, counts, navigation summary line and its fields (JSON).
+              by `runs.py`: status, counts, navigation summary line and its fields (JSON; packed
+              like `msg.text` since the compressed store).
               `AUTOINCREMENT`: a forgotten run's id is never reused.
 - `run_msg`   msg -> (run, 1-based position): the address `r<N>/m<K>`.
 - `run_file`  paths a run read or changed, per message, for the path filter.

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import ranking, runsearch, scoring
-from .store import Store
+from .store import Store, decode_text
 from .text import (
     QueryToken,
     fts_and,
@@ -317,7 +317,10 @@ class Searcher:
         missing = [i for i in ids if i not in known and i not in texts]
         if missing:
             sql = f"SELECT id, text FROM msg WHERE {self.store.sql_in_list('id')}"
-            texts = {**texts, **{int(i): str(t) for i, t in self.store.rows(sql, (self.store.list_param(missing),))}}
+            texts = {
+                **texts,
+                **{int(i): decode_text(t) for i, t in self.store.rows(sql, (self.store.list_param(missing),))},
+            }
         return {i: known[i] if i in known else ranking.doc_tokens(texts.get(i, "")) for i in ids}
 
     def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
@@ -336,7 +339,7 @@ class Searcher:
                   WHERE {self.store.sql_in_list("m.id")} AND {where}"""
         keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
         rows = self.store.rows(sql, [self.store.list_param(ids), *fparams])
-        return [dict(zip(keys, r, strict=True)) for r in rows]
+        return [dict(zip(keys, (*r[:5], decode_text(r[5]), *r[6:]), strict=True)) for r in rows]
 
 
 @dataclass

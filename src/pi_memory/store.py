@@ -76,6 +76,8 @@ class NewMessage:
     entry_type: str = "message"
     chars: str = ""
     grams: str = ""
+    packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
+    packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
 
     def prepare(self) -> None:
         """Tokenize outside the transaction."""
@@ -84,6 +86,13 @@ class NewMessage:
             self.chars, self.grams = toks.chars_text(), toks.grams_text()
             if not self.chars and not self.grams:
                 self.indexed = False
+
+    def pack(self) -> None:
+        """Compress the text and the verbatim line outside the transaction (SQLite's storage)."""
+        if self.packed is None:
+            self.packed = encode_text(self.text)
+        if self.packed_raw is None and self.raw is not None:
+            self.packed_raw = compress(self.raw, self.text)
 
 
 @dataclass
@@ -134,15 +143,84 @@ _RAW_DICT_V1 = (
     b'{"type":"event_msg","payload":{"type":"token_count","info":{}}}{"type":"turn_context","payload":{}}'
 )
 _RAW_V1 = b"\x01"
+# A message's verbatim line holds its words a second time (the rendered text is in `msg`): format 2
+# compresses the line with the v1 dictionary followed by the message's text as JSON writes it, so
+# the words cost one copy and the line only its envelope (~120 bytes instead of ~1 KB). Reading it
+# needs that text: `decompress(blob, text)` with the message's stored `text` value.
+_RAW_V2 = b"\x02"
+_WINDOW = 32768  # zlib's window: the last 32 KB of a preset dictionary are all it can refer to
+# The rendered text of a message (`msg.text`) is stored as a BLOB: a format byte, then raw deflate
+# against this dictionary of the shapes `render.py` writes and words agents repeat. Rows written
+# before (schema <= 5) hold TEXT; `decode_text` reads both, so no migration rewrites them.
+_TEXT_DICT_V1 = (
+    b"\xe2\x86\x92 read(path=) \xe2\x86\x92 bash(command=) \xe2\x86\x92 edit(path=) \xe2\x86\x92 write(path=) "
+    b"$ git status  [exit 1]\n[image]\n\xe2\x9c\x97 error: \n\xe2\x80\xa6[truncated, more chars]"
+    b" the function return self import from def class if else for in and or not is None True False"
+    b" error Error Traceback (most recent call last): File line test tests src/ .py .ts .js .json"
+    b" const let await async export default npm run build pytest python3 node_modules package.json"
+    b" README.md http:// https:// localhost The This that with which should would could have been"
+    b" \xe7\x9a\x84\xe6\x98\xaf\xe4\xb8\x8d\xe4\xba\x86\xe5\x9c\xa8\xe4\xb8\x80\xe4\xb8\xaa\xe6\x88\x91\xe4\xbd\xa0"
+    b"\xe6\x9c\x89\xe8\xbf\x99\xe4\xb8\xaa\xe4\xbb\xa3\xe7\xa0\x81\xe6\x96\x87\xe4\xbb\xb6\xe9\x97\xae\xe9\xa2\x98"
+    b"\xe3\x80\x82\xef\xbc\x8c\xef\xbc\x9a"
+)
+_TEXT_V1 = b"\x01"
 
 
-def compress(raw: bytes) -> bytes:
-    """A verbatim line, zlib with the v1 preset dictionary, behind a one-byte format mark."""
+def _deflate(data: bytes, zdict: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=zdict)
+    return packer.compress(data) + packer.flush()
+
+
+def _inflate(data: bytes, zdict: bytes) -> bytes:
+    unpacker = zlib.decompressobj(-15, zdict=zdict)
+    return unpacker.decompress(data) + unpacker.flush()
+
+
+# Whether new rows store `msg.text` (and a run's fields) deflated. Reading costs ~20 us per message
+# of ~700 chars (a search decodes its ~50 candidates: ~1 ms); storing plain costs ~0.5-0.6 KB more
+# per message on the import benchmark. Both forms are read by `decode_text`, so this can change
+# at any time without a migration.
+PACK_TEXT = True
+
+
+def encode_text(text: str) -> str | bytes:
+    """A message's rendered text as `msg.text` stores it (SQLite; PostgreSQL keeps plain text)."""
+    if not PACK_TEXT:
+        return text
+    return _TEXT_V1 + _deflate(text.encode("utf-8", "surrogatepass"), _TEXT_DICT_V1)
+
+
+def decode_text(value: str | bytes | None) -> str:
+    """The one reader of `msg.text`: a BLOB is format byte + deflate, TEXT (older rows, PostgreSQL) is as it is."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if value[:1] == _TEXT_V1:
+        return _inflate(value[1:], _TEXT_DICT_V1).decode("utf-8", "surrogatepass")
+    raise ValueError(f"unknown message text format {value[:1]!r}")
+
+
+def _text_dict(text: str | bytes) -> bytes:
+    words = decode_text(text) if isinstance(text, bytes) else text
+    escaped = json.dumps(words, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
+    return (_RAW_DICT_V1 + escaped)[-_WINDOW:]
+
+
+def compress(raw: bytes, text: str | bytes | None = None) -> bytes:
+    """A verbatim line behind a one-byte format mark: against its message's text (format 2) when given."""
+    if text is not None:
+        return _RAW_V2 + _deflate(raw, _text_dict(text))
     packer = zlib.compressobj(6, zdict=_RAW_DICT_V1)
     return _RAW_V1 + packer.compress(raw) + packer.flush()
 
 
-def decompress(blob: bytes) -> bytes:
+def decompress(blob: bytes, text: str | bytes | None = None) -> bytes:
+    """A verbatim line; `text` is its message's `msg.text` value (stored or decoded), needed by format 2."""
+    if blob[:1] == _RAW_V2:
+        if text is None:
+            raise ValueError("this verbatim line is stored against its message's text: pass it")
+        return _inflate(blob[1:], _text_dict(text))
     if blob[:1] == _RAW_V1:
         unpacker = zlib.decompressobj(zdict=_RAW_DICT_V1)
         return unpacker.decompress(blob[1:]) + unpacker.flush()
@@ -195,6 +273,14 @@ class SharedSql:
         """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
         return value
 
+    @staticmethod
+    def stored_text(value: str) -> str | bytes:
+        """Long derived text (a run's fields JSON) as this backend keeps it: PostgreSQL plain, SQLite packed.
+
+        Read back with `decode_text`, which takes either.
+        """
+        return value
+
     def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
         """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
         return {}
@@ -233,14 +319,25 @@ class SharedSql:
     def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
         """The live-captured (no entry id) message with this role and text stamped nearest to ts."""
         rows = self.rows(
-            """SELECT id FROM msg WHERE session_id=? AND entry_id IS NULL AND role=? AND text=?
-                 AND ts BETWEEN ? AND ? ORDER BY abs(ts - ?) LIMIT 1""",
-            (session_id, role, self.text_param(text), ts - window_ms, ts + window_ms, ts),
+            """SELECT id, text FROM msg WHERE session_id=? AND entry_id IS NULL AND role=?
+                 AND ts BETWEEN ? AND ? ORDER BY abs(ts - ?), id""",
+            (session_id, role, ts - window_ms, ts + window_ms, ts),
         )
-        return int(rows[0][0]) if rows else None
+        wanted = self.text_param(text)
+        return next((int(r[0]) for r in rows if decode_text(r[1]) == wanted), None)
+
+    def raw_blob(self, raw: bytes, text: str) -> bytes:
+        """A verbatim line as this backend's `entry.raw` holds it (PostgreSQL: alone, format 1)."""
+        return compress(raw)
 
     def rekey_message(
-        self, msg_id: int, hash_: str, entry_id: str | None, parent_id: str | None, raw: bytes | None
+        self,
+        msg_id: int,
+        hash_: str,
+        entry_id: str | None,
+        parent_id: str | None,
+        raw: bytes | None,
+        text: str = "",
     ) -> None:
         """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
 
@@ -250,7 +347,13 @@ class SharedSql:
         self.execute("UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id))
         self.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
         if raw is not None:
-            self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (compress(raw), msg_id))
+            self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (self.raw_blob(raw, text), msg_id))
+
+    def messages_without_run(self, session_id: str) -> list[int]:
+        """Archived messages of the session that no run holds yet (their import was killed before its runs)."""
+        sql = """SELECT m.id FROM msg m WHERE m.session_id = ?
+                 AND NOT EXISTS (SELECT 1 FROM run_msg rm WHERE rm.msg_id = m.id)"""
+        return [int(r[0]) for r in self.rows(sql, (session_id,))]
 
     def set_session_name(self, session_id: str, name: str | None) -> None:
         self.execute("UPDATE session SET name=? WHERE id=?", (self.text_param(name) if name else None, session_id))
@@ -572,6 +675,13 @@ class Store(SharedSql):
             ),
         )
 
+    def raw_blob(self, raw: bytes, text: str) -> bytes:
+        return compress(raw, text)
+
+    @staticmethod
+    def stored_text(value: str) -> str | bytes:
+        return encode_text(value)
+
     def insert_message(self, m: NewMessage) -> int | None:
         """Insert unless present; returns the new msg id, or None for a duplicate.
 
@@ -582,11 +692,12 @@ class Store(SharedSql):
         gets its entry id filled in here.
         """
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
+        m.pack()
         self.conn.execute(
             """INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
                VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1),
                        ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)""",
-            (m.session_id, m.ts, m.role, m.text, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
+            (m.session_id, m.ts, m.role, m.packed, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
         )
         if self.conn.changes() == 0:
             self._reconcile_entry_id(m)
@@ -597,7 +708,7 @@ class Store(SharedSql):
         if m.raw is not None:
             self.conn.execute(
                 "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
-                (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, compress(m.raw)),
+                (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw),
             )
         return msg_id
 
@@ -614,14 +725,22 @@ class Store(SharedSql):
         if m.raw is not None:
             self.conn.execute(
                 "UPDATE entry SET raw=?, entry_id=?, type=? WHERE msg_id=?",
-                (compress(m.raw), m.entry_id, m.entry_type, msg_id),
+                (m.packed_raw or compress(m.raw, m.text), m.entry_id, m.entry_type, msg_id),
             )
 
-    def finish_batch(self, session_id: str, added: list[NewMessage]) -> None:
-        """Counters the ranking needs, and the session's newest time, once per batch."""
+    def finish_batch(self, session_id: str, added: list[NewMessage], totals: dict[str, int] | None = None) -> None:
+        """Counters the ranking needs, and the session's newest time, once per batch.
+
+        With `totals`, the counter deltas are added there, for the caller to write once per transaction.
+        """
         indexed = [m for m in added if m.indexed]
         if indexed:
-            self.add_to_counters({"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)})
+            deltas = {"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)}
+            if totals is None:
+                self.add_to_counters(deltas)
+            else:
+                for name, delta in deltas.items():
+                    totals[name] = totals.get(name, 0) + delta
         if added:
             self.conn.execute(
                 "UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (max(m.ts for m in added), session_id)
@@ -645,20 +764,20 @@ class Store(SharedSql):
         return self.conn.changes() > 0
 
     def update_first_user(self, session_id: str) -> None:
-        self.conn.execute(
-            """UPDATE session SET first_user = (
-                 SELECT substr(text, 1, 200) FROM msg WHERE session_id = session.id AND role = 'user'
-                 ORDER BY ts, seq LIMIT 1)
-               WHERE id = ?""",
-            (session_id,),
+        first = self.scalar(
+            "SELECT text FROM msg WHERE session_id = ? AND role = 'user' ORDER BY ts, seq LIMIT 1", (session_id,)
         )
+        value = decode_text(first)[:200] if first is not None else None
+        self.conn.execute("UPDATE session SET first_user = ? WHERE id = ?", (value, session_id))
 
-    def record_source_file(self, path: str, session_id: str | None, size: int, mtime_ns: int) -> None:
+    def record_source_file(
+        self, path: str, session_id: str | None, size: int, mtime_ns: int, imported_at: int | None = None
+    ) -> None:
         self.conn.execute(
             """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at) VALUES (?,?,?,?,?)
                ON CONFLICT(path) DO UPDATE SET session_id=excluded.session_id, size=excluded.size,
                  mtime_ns=excluded.mtime_ns, imported_at=excluded.imported_at""",
-            (path, session_id, size, mtime_ns, int(time.time() * 1000)),
+            (path, session_id, size, mtime_ns, imported_at if imported_at is not None else int(time.time() * 1000)),
         )
 
     def source_file_state(self, path: str) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,10 +153,21 @@ def first_sentence(text: str, limit: int, at_least: int = OUTCOME_MIN) -> str:
     return clip_sentences(out, limit) if out else ""
 
 
-def _sentences(text: str) -> list[str]:
-    """Sentences and lines, without markdown list and heading markers."""
-    pieces = (_MARKDOWN_LEAD.sub("", p.strip()) for p in _SENTENCE_END.split(text) if p)
-    return [p for p in pieces if p]
+def _sentences(text: str) -> Iterator[str]:
+    """Sentences and lines, without markdown list and heading markers, lazily: a summary field
+    takes the first few, so a 6,000-char reply is not cut whole (`re.split`'s pieces, in order)."""
+    start = 0
+    for end in _SENTENCE_END.finditer(text):
+        yield from _sentence(text[start : end.start()])
+        start = end.end()
+    yield from _sentence(text[start:])
+
+
+def _sentence(piece: str) -> Iterator[str]:
+    if piece:
+        cleaned = _MARKDOWN_LEAD.sub("", piece.strip())
+        if cleaned:
+            yield cleaned
 
 
 # --- reading agent messages -------------------------------------------------------

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..store import Store, decompress
+from ..store import Store, decode_text, decompress
 
 READ_BUDGET_CHARS = 8000
 MAX_IDS = 50
@@ -72,8 +72,9 @@ def segment(raw: str, offset: int, limit: int) -> tuple[str, int | None]:
 
 
 def _view(row: tuple[Any, ...], raw: bool, offset: int, limit: int) -> EntryView:
-    entry_id, kind, ts, msg_id, blob, role, text = row
-    body = decompress(blob).decode("utf-8", errors="replace")
+    entry_id, kind, ts, msg_id, blob, role, stored = row
+    text = decode_text(stored) if stored is not None else None
+    body = decompress(blob, text).decode("utf-8", errors="replace")
     piece, nxt = segment(body, offset, limit) if raw else (None, None)
     return EntryView(str(entry_id), str(kind), int(ts), msg_id, role, text, piece, len(body), offset if raw else 0, nxt)
 

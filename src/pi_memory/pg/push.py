@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ingest import BATCH, SessionWrite
-from ..store import NewEntry, NewMessage, SessionRow, Store, decompress
+from ..store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
 from .store import PgStore
 
 SESSIONS_PER_ROUND = 200  # sessions whose watermarks are compared in one query
@@ -84,9 +84,10 @@ def plan_session(local: Store, team: PgStore, row: SessionRow) -> SessionWrite:
         if r[7] in have:
             continue
         meta = json.loads(r[6]) if r[6] else {}
-        m = NewMessage(row.id, r[0], r[1], r[2], bool(r[3]), r[4], r[5], meta if isinstance(meta, dict) else {}, r[7])
+        text = decode_text(r[2])
+        m = NewMessage(row.id, r[0], r[1], text, bool(r[3]), r[4], r[5], meta if isinstance(meta, dict) else {}, r[7])
         if r[8] is not None:
-            m.raw, m.entry_type = decompress(r[8]), str(r[9])
+            m.raw, m.entry_type = decompress(r[8], text), str(r[9])
         m.prepare()
         messages.append(m)
     entries = [

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..compact.recall import segment
 from ..detail import message_detail_text, strip_attachments
-from ..store import Store, decompress
+from ..store import Store, decode_text, decompress
 from ..text import clip
 from .model import SNIPPET_CHARS, RecallItem, RecallRequest, record_kind, source_class_of
 
@@ -31,7 +31,7 @@ def _meta(raw: str | None) -> dict[str, Any]:
 def _item_from_msg(row: tuple[Any, ...]) -> RecallItem:
     msg_id, sid, ts, role, text, entry_id, meta, run_id, pos = row
     meta_dict = _meta(meta)
-    one_line, _ = clip(" ".join(str(text).split()), SNIPPET_CHARS, "…")
+    one_line, _ = clip(" ".join(decode_text(text).split()), SNIPPET_CHARS, "…")
     return RecallItem(
         entry_id=entry_id,
         msg_id=int(msg_id),
@@ -81,16 +81,17 @@ def raw_lines(store: Store, msg_ids: list[int]) -> dict[int, str]:
     if not msg_ids:
         return {}
     rows = store.rows(
-        f"SELECT msg_id, raw FROM entry WHERE {store.sql_in_list('msg_id')}", (store.list_param(msg_ids),)
+        f"SELECT e.msg_id, e.raw, m.text FROM entry e JOIN msg m ON m.id = e.msg_id WHERE {store.sql_in_list('e.msg_id')}",
+        (store.list_param(msg_ids),),
     )
-    return {int(mid): decompress(blob).decode("utf-8", "replace") for mid, blob in rows}
+    return {int(mid): decompress(blob, text).decode("utf-8", "replace") for mid, blob, text in rows}
 
 
 def rendered_texts(store: Store, msg_ids: list[int]) -> dict[int, str]:
     if not msg_ids:
         return {}
     rows = store.rows(f"SELECT id, text FROM msg WHERE {store.sql_in_list('id')}", (store.list_param(msg_ids),))
-    return {int(i): str(t) for i, t in rows}
+    return {int(i): decode_text(t) for i, t in rows}
 
 
 def attach_body(item: RecallItem, line: str | None, rendered: str, req: RecallRequest) -> None:

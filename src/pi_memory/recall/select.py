@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadInput
 from ..render import TOOL_ERROR, TOOL_RESULT
 from ..search import Filters, filter_sql
-from ..store import Store, decompress
+from ..store import Store, decode_text, decompress
 from ..text import clip, normalize, query_phrases_for_snippet, snippet
 from .model import (
     SCAN_ROWS,
@@ -90,7 +90,7 @@ def _items_from_entries(store: Store, rows: list[tuple[Any, ...]], req: RecallRe
     texts = rendered_texts(store, msg_ids)
     items = []
     for entry_id, kind, ts, sid, msg_id, blob in rows:
-        line = decompress(blob).decode("utf-8", "replace") if blob is not None else None
+        line = decompress(blob, texts.get(msg_id)).decode("utf-8", "replace") if blob is not None else None
         item = by_msg.get(msg_id) if msg_id is not None else None
         if item is None:
             snip = clip(" ".join((line or "").split()), SNIPPET_CHARS, "…")[0]
@@ -150,7 +150,8 @@ def scan_records(store: Store, query: str, scope: Scope, filters: Filters) -> li
     fold = normalize if not all(w.isascii() for w in words) else str.lower  # folding Chinese is the slow part
     found = []
     for msg_id, text, blob in rows:
-        whole = full_text(decompress(blob).decode("utf-8", "replace") if blob else None, str(text), False)
+        rendered = decode_text(text)
+        whole = full_text(decompress(blob, rendered).decode("utf-8", "replace") if blob else None, rendered, False)
         folded = fold(whole)
         if all(w in folded for w in words):
             found.append((int(msg_id), snippet(whole, [words])))

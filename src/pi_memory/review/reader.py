@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..store import Store
+from ..store import Store, decode_text
 from .collect import Collector, RunRow
 from .report import Addresses, Link, MemoryInfo, Report, build_report, cited_msgs
 from .signature import command_signature, finding_key, is_finding_key
@@ -58,7 +58,7 @@ class Scope:
 
 def _row(values: tuple[Any, ...]) -> RunRow:
     rid, sid, cwd, project, agent, start, end, n_msgs, calls, errors, fields = values
-    loaded = json.loads(fields) if fields else {}
+    loaded = json.loads(decode_text(fields)) if fields else {}
     # interned: the sets of sessions per finding then hold one shared string per session, not one per run
     return RunRow(int(rid), sys.intern(str(sid)), str(cwd or ""), str(project or ""), str(agent or ""), int(start), int(end),
                   int(n_msgs), int(calls), int(errors), loaded if isinstance(loaded, dict) else {})  # fmt: skip
@@ -94,7 +94,7 @@ def attach_errors(store: Store, runs: list[RunRow]) -> None:
             if role != "tool_error":
                 continue  # an assistant message that ended in a provider error: not a tool's failure
             tool = str(_meta(meta).get("tool") or "")
-            owner[int(msg_id)].errors[int(msg_id)] = (tool, str(text).removeprefix(f"✗ {tool}: "))
+            owner[int(msg_id)].errors[int(msg_id)] = (tool, decode_text(text).removeprefix(f"✗ {tool}: "))
 
 
 def _meta(raw: str | None) -> dict[str, Any]:

@@ -1,0 +1,554 @@
+"""Import and size benchmark (issue 13): both archive shapes, through the real `pi-memory import`.
+
+Design idea: a new user's first import is what is measured, so the input is real pi session files
+and the import is the CLI itself in a child process (its peak RSS is the child's own). Two shapes:
+many short sessions (1-3 messages, most history looks like that) and 40-message sessions. Message
+lengths follow real traffic: user prompts ~250 chars, assistant replies log-normal with a mean of
+~1,000 chars and a tail to ~6,000, tool calls with results (some failed), now and then a long
+compaction summary; the words are cut from the corpora (Chinese and English) given as arguments.
+Each imported archive is then measured: bytes per message by table (`dbstat`), and live single-message
+writes through a real `pi-memory bridge` (p50/p99) with the same length mix. `--baseline REV` runs
+the same files through another revision's code (exported with `git archive`) in the same run, so
+the noisy shared machine gives ratios.
+
+    python bench/import_bench.py --corpus ../shared/corpora --baseline main --json bench/results/import.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import latency_summary, result_header, save_json, table  # noqa: E402
+from corpus import BASE_TS_MS, corpus_docs  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TOOLS = ("bash", "read", "edit", "grep")
+
+
+class Words:
+    """Text of a wanted length cut from the corpus mix at random offsets (Chinese and English)."""
+
+    def __init__(self, corpus: Path, rng: random.Random) -> None:
+        by_source: dict[str, list[str]] = {}
+        for d in corpus_docs(corpus):
+            by_source.setdefault(d.source, []).append(d.text)
+        self.blobs = ["\n".join(v) for _, v in sorted(by_source.items())]
+        self.rng = rng
+
+    def cut(self, n: int) -> str:
+        blob = self.rng.choice(self.blobs)
+        start = self.rng.randrange(0, max(1, len(blob) - n))
+        return blob[start : start + n].strip() or "ok"
+
+    def user_len(self) -> int:
+        return max(20, min(1500, int(self.rng.gauss(250, 110))))
+
+    def assistant_len(self) -> int:
+        # log-normal with mean ~1,000: mu = ln(1000) - sigma^2 / 2
+        sigma = 0.8
+        return max(40, min(6000, int(self.rng.lognormvariate(math.log(1000) - sigma * sigma / 2, sigma))))
+
+
+def _iso(ms: int) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+
+
+def agent_messages(words: Words, n: int, start_ms: int) -> list[dict[str, Any]]:
+    """`n` pi agent messages of one conversation: user, assistant (with tool calls), tool results."""
+    rng = words.rng
+    out: list[dict[str, Any]] = []
+    pending_call: str | None = None
+    while len(out) < n:
+        ts = start_ms + len(out) * 7_000
+        if pending_call is not None:
+            failed = rng.random() < 0.15
+            body = ("Error: " if failed else "") + words.cut(rng.choice((120, 400, 1500)))
+            out.append(
+                {
+                    "role": "toolResult",
+                    "toolCallId": pending_call,
+                    "toolName": rng.choice(TOOLS),
+                    "content": [{"type": "text", "text": body}],
+                    "isError": failed,
+                    "timestamp": ts,
+                }
+            )
+            pending_call = None
+        elif not out or out[-1]["role"] == "assistant" and out[-1].get("stopReason") == "stop":
+            out.append(
+                {"role": "user", "content": [{"type": "text", "text": words.cut(words.user_len())}], "timestamp": ts}
+            )
+        else:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": words.cut(words.assistant_len())}]
+            stop = "stop"
+            if rng.random() < 0.3 and len(out) < n - 1:
+                pending_call = f"call_{uuid.UUID(int=rng.getrandbits(128)).hex[:12]}"
+                blocks.append(
+                    {
+                        "type": "toolCall",
+                        "id": pending_call,
+                        "name": "bash",
+                        "arguments": {"command": f"grep -rn {words.cut(12)!r} src"},
+                    }
+                )
+                stop = "toolUse"
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": blocks,
+                    "provider": "bench",
+                    "model": "bench-1",
+                    "stopReason": stop,
+                    "usage": {"input": 1200, "output": 300, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1500},
+                    "timestamp": ts,
+                }
+            )
+    return out
+
+
+def session_file(folder: Path, words: Words, no: int, n_msgs: int) -> tuple[Path, int]:
+    """One pi v3 session file of `n_msgs` messages (a long summary now and then); returns (path, messages)."""
+    rng = words.rng
+    start = BASE_TS_MS + no * 600_000
+    sid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    lines = [{"type": "session", "version": 3, "id": sid, "timestamp": _iso(start), "cwd": f"/home/dev/p{no % 17}"}]
+    parent = None
+    count = 0
+    for i, message in enumerate(agent_messages(words, n_msgs, start)):
+        entry_id = f"{no:05x}{i:03x}"[-8:]
+        lines.append(
+            {
+                "type": "message",
+                "id": entry_id,
+                "parentId": parent,
+                "timestamp": _iso(message["timestamp"]),
+                "message": message,
+            }
+        )
+        parent, count = entry_id, count + 1
+        if n_msgs >= 20 and i == n_msgs // 2 and rng.random() < 0.3:
+            summary_id = f"c{no:04x}{i:03x}"[-8:]
+            summary = "## Goal\n" + words.cut(2500) + "\n## Progress\n" + words.cut(1500)
+            lines.append(
+                {
+                    "type": "compaction",
+                    "id": summary_id,
+                    "parentId": parent,
+                    "timestamp": _iso(message["timestamp"] + 1),
+                    "summary": summary,
+                    "firstKeptEntryId": entry_id,
+                    "tokensBefore": 90_000,
+                }
+            )
+            parent, count = summary_id, count + 1
+    path = folder / f"p{no % 17}" / f"s{no:07d}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    return path, count
+
+
+def build_shape(folder: Path, words: Words, shape: str, messages: int) -> dict[str, int]:
+    """Session files of one shape holding about `messages` messages."""
+    total = files = 0
+    while total < messages:
+        n = words.rng.choice((1, 2, 2, 3)) if shape == "short" else 40
+        _, count = session_file(folder, words, files, n)
+        total += count
+        files += 1
+    source_bytes = sum(p.stat().st_size for p in folder.rglob("*.jsonl"))
+    return {"files": files, "messages": total, "source_bytes": source_bytes}
+
+
+# --- running the import ------------------------------------------------------------------
+
+
+def export_revision(rev: str, into: Path) -> Path:
+    """`src/` of a git revision, for a baseline run of the same benchmark."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "src"
+
+
+def run_import(src: Path, folder: Path, db: Path) -> dict[str, Any]:
+    """`pi-memory import FOLDER --json` in a child process: wall seconds, peak RSS, its report.
+
+    The peak RSS comes from `wait4` on that child: the larger of its own and its parse worker's.
+    """
+    env = dict(os.environ, PYTHONPATH=str(src), PI_MEMORY_DB=str(db))
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pi_memory", "import", str(folder), "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+        )
+        assert proc.stdout
+        out = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"import failed: {err.read().decode(errors='replace')[-2000:]}")
+    cpu = usage.ru_utime + usage.ru_stime  # the importer and its parse worker together
+    return {"seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": usage.ru_maxrss / 1024, "report": json.loads(out)}
+
+
+def table_bytes(src: Path, db: Path) -> dict[str, Any]:
+    """Bytes per table (indexes and FTS shadow tables included) from `dbstat`, after a checkpoint."""
+    code = (
+        "import apsw, json, sys; c = apsw.Connection(sys.argv[1]); c.execute('PRAGMA wal_checkpoint(TRUNCATE)');"
+        "rows = c.execute('SELECT name, sum(pgsize) FROM dbstat GROUP BY name').fetchall();"
+        "n = c.execute('SELECT count(*) FROM msg').fetchone()[0];"
+        "raw = c.execute('SELECT coalesce(sum(length(raw)), 0) FROM entry').fetchone()[0];"
+        "print(json.dumps({'tables': dict(rows), 'messages': n, 'entry_raw_bytes': raw}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True)
+    data = json.loads(out.stdout)
+    n = max(1, data["messages"])
+    groups = {
+        "msg (row + text)": ["msg"],
+        "msg indexes": ["sqlite_autoindex_msg_1", "msg_session_order", "msg_entry"],
+        "msg_fts": [k for k in data["tables"] if k.startswith("msg_fts")],
+        "entry (verbatim)": ["entry", "sqlite_autoindex_entry_1", "entry_msg"],
+        "run + run_msg + run_file": [
+            k for k in data["tables"] if k.startswith(("run", "sqlite_autoindex_run")) and not k.startswith("run_fts")
+        ],
+        "run_fts": [k for k in data["tables"] if k.startswith("run_fts")],
+    }
+    per = {name: sum(data["tables"].get(k, 0) for k in keys) / n for name, keys in groups.items()}
+    per["other"] = sum(data["tables"].values()) / n - sum(per.values())
+    per["total"] = sum(data["tables"].values()) / n
+    return {
+        "per_message": {k: round(v) for k, v in per.items()},
+        "messages": data["messages"],
+        "entry_raw_bytes": data["entry_raw_bytes"],
+    }
+
+
+def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.2) -> dict[str, float]:
+    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms)."""
+    env = dict(os.environ, PYTHONPATH=str(src), PI_MEMORY_DB=str(db))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pi_memory", "bridge"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+    )
+    assert proc.stdin and proc.stdout
+
+    def call(req_id: int, method: str, params: dict[str, Any]) -> None:
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(
+            json.dumps({"id": req_id, "method": method, "params": params}, ensure_ascii=False).encode() + b"\n"
+        )
+        proc.stdin.flush()
+        response = json.loads(proc.stdout.readline())
+        if "error" in response:
+            raise SystemExit(f"bridge error: {response['error']}")
+
+    sid = f"live-{uuid.uuid4()}"
+    call(0, "session_start", {"session_id": sid, "cwd": "/home/dev/live"})
+    messages = agent_messages(words, n, int(time.time() * 1000))
+    ms = []
+    for i, message in enumerate(messages):
+        t0 = time.perf_counter()
+        call(i + 1, "capture", {"session_id": sid, "message": message})
+        ms.append((time.perf_counter() - t0) * 1000)
+        if turn and i % turn == turn - 1:
+            time.sleep(gap)  # the idle moment between turns: run summaries, checkpoints, index merges
+    call(n + 1, "shutdown", {})
+    proc.wait(timeout=60)
+    return latency_summary(ms)
+
+
+LIVE_CPU = """
+import json, sys, time
+from pi_memory import Archive
+from pi_memory.ingest import run_deferred_hooks
+db, messages = sys.argv[1], json.loads(sys.stdin.read())
+cpu = []
+with Archive.open(db) as archive:
+    archive.store.defer_checkpoints()
+    archive.store.defer_hooks()
+    archive.ensure_session("live-cpu", "/home/dev/live")
+    for i, m in enumerate(messages):
+        c = time.process_time()
+        archive.capture_message("live-cpu", m)
+        cpu.append((time.process_time() - c) * 1000)
+        if i % 40 == 39:
+            run_deferred_hooks(archive.store)
+            archive.store.checkpoint()
+print(json.dumps(cpu))
+"""
+
+
+def live_cpu(src: Path, db: Path, words: Words, n: int) -> dict[str, float]:
+    """The same captures in-process, CPU time of each: the write's own cost, free of the machine's load."""
+    messages = agent_messages(words, n, int(time.time() * 1000) + 50_000_000)
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run(
+        [sys.executable, "-c", LIVE_CPU, str(db)],
+        input=json.dumps(messages),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return latency_summary(json.loads(out.stdout))
+
+
+FTS_FLOOR = """
+import json, sys, tempfile, time
+from pathlib import Path
+import apsw
+from pi_memory.ingest import discover, parse_and_tokenize
+cuts = []
+for f in discover([Path(sys.argv[1])]):
+    parsed, tokens = parse_and_tokenize(str(f), None)
+    cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
+conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
+conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
+conn.execute(\"\"\"CREATE VIRTUAL TABLE msg_fts USING fts5(chars, grams, content='', contentless_delete=1,
+               tokenize="ascii tokenchars '_'", detail='column')\"\"\")
+start = time.process_time()
+for i in range(0, len(cuts), 200):
+    with conn:
+        for j, (chars, grams) in enumerate(cuts[i : i + 200]):
+            conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (i + j + 1, chars, grams))
+print(json.dumps({"messages": len(cuts), "cpu_ms_per_msg": (time.process_time() - start) * 1000 / max(1, len(cuts))}))
+"""
+
+
+def fts_floor(src: Path, folder: Path) -> dict[str, float]:
+    """CPU per message of the FTS5 inserts alone (bare table, msg_fts's definition, 200 per transaction)."""
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run(
+        [sys.executable, "-c", FTS_FLOOR, str(folder)], env=env, capture_output=True, text=True, check=True
+    )
+    result: dict[str, float] = json.loads(out.stdout)
+    return result
+
+
+def verbatim_share(src: Path, work: Path) -> float:
+    """Verbatim store bytes / source bytes on the real pi fixture sessions (tests/data/pi)."""
+    files = sorted((REPO / "tests" / "data" / "pi").glob("*.jsonl"))
+    db = work / "fixtures.db"
+    folder = work / "fixtures"
+    folder.mkdir(exist_ok=True)
+    for f in files:
+        shutil.copy(f, folder / f.name)
+    run_import(src, folder, db)
+    raw = table_bytes(src, db)["entry_raw_bytes"]
+    return raw / sum(f.stat().st_size for f in files)
+
+
+def measure(
+    label: str,
+    src: Path,
+    shape: str,
+    folder: Path,
+    built: dict[str, int],
+    work: Path,
+    args: argparse.Namespace,
+    words: Words,
+    runs: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The figures of one code on one shape: the fastest of its imports, then sizes and live writes on its archive."""
+    db = work / f"{label}-{shape}.db"
+    imported = min(runs, key=lambda r: r["seconds"])
+    report = imported["report"]
+    sizes = table_bytes(src, db)
+    live = live_writes(src, db, words, args.live) if args.live else {}
+    cpu = live_cpu(src, db, words, args.live) if args.live else {}
+    return {
+        "label": label,
+        "shape": shape,
+        **built,
+        "seconds": round(imported["seconds"], 2),
+        "all_runs_seconds": [round(r["seconds"], 2) for r in runs],
+        "all_runs_cpu_seconds": [round(r["cpu_seconds"], 2) for r in runs],
+        "msg_per_s": round(report["added"] / imported["seconds"]),
+        "cpu_ms_per_msg": round(imported["cpu_seconds"] * 1000 / max(1, report["added"]), 3),
+        "cpu_ms_per_session": round(imported["cpu_seconds"] * 1000 / max(1, report["sessions"]), 3),
+        "sessions_per_s": round(report["sessions"] / imported["seconds"]),
+        "added": report["added"],
+        "peak_rss_mb": round(imported["peak_rss_mb"]),
+        "bytes_per_message": sizes["per_message"],
+        "source_bytes_per_message": round(built["source_bytes"] / max(1, built["messages"])),
+        "live_write_ms": live,
+        "live_write_cpu_ms": cpu,
+    }
+
+
+def measure_all(
+    shapes: dict[str, tuple[Path, dict[str, int]]],
+    codes: list[tuple[str, Path]],
+    work: Path,
+    args: argparse.Namespace,
+    words: Words,
+) -> list[dict[str, Any]]:
+    rows = []
+    for shape, (folder, built) in shapes.items():
+        runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _ in codes}
+        for _ in range(args.repeat):  # alternating, so a burst of load on the shared machine hits both
+            for label, src in codes:
+                db = work / f"{label}-{shape}.db"
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{db}{suffix}").unlink(missing_ok=True)
+                runs[label].append(run_import(src, folder, db))
+        for label, src in codes:
+            row = measure(label, src, shape, folder, built, work, args, words, runs[label])
+            rows.append(row)
+            print(
+                f"  {label} {shape}: {row['msg_per_s']} msg/s, {row['sessions_per_s']} sessions/s, "
+                f"{row['cpu_ms_per_msg']} CPU ms/msg, {row['bytes_per_message']['total']} B/msg, live {row['live_write_ms']}"
+            )
+    return rows
+
+
+def ratios_of(rows: list[dict[str, Any]], shapes: list[str], baseline: str) -> dict[str, dict[str, Any]]:
+    """This code's figures over the baseline's, per shape (the same files, the same run)."""
+    ratios = {}
+    for shape in shapes:
+        new = next(r for r in rows if r["shape"] == shape and r["label"] == "this")
+        old = next(r for r in rows if r["shape"] == shape and r["label"] == baseline)
+        ratios[shape] = {
+            "msg_per_s": round(new["msg_per_s"] / max(1, old["msg_per_s"]), 2),
+            "cpu_per_msg": round(new["cpu_ms_per_msg"] / max(1e-9, old["cpu_ms_per_msg"]), 2),
+            "bytes_per_message": round(
+                new["bytes_per_message"]["total"] / max(1, old["bytes_per_message"]["total"]), 2
+            ),
+            "live_p99": round(new["live_write_ms"].get("p99", 0) / max(1e-9, old["live_write_ms"].get("p99", 1)), 2),
+            "live_cpu_p99": round(
+                new["live_write_cpu_ms"].get("p99", 0) / max(1e-9, old["live_write_cpu_ms"].get("p99", 1)), 2
+            ),
+        }
+        r = ratios[shape]
+        print(
+            f"{shape}: this / {baseline}: import rate x{r['msg_per_s']}, CPU per message x{r['cpu_per_msg']}, "
+            f"bytes per message x{r['bytes_per_message']}, live p99 x{r['live_p99']} (CPU x{r['live_cpu_p99']})"
+        )
+    return ratios
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--corpus", type=Path, default=Path("../shared/corpora"), help="corpus root (gutenberg/, vue-docs-zh-cn/)"
+    )
+    ap.add_argument("--short", type=int, default=10_000, help="messages in the many-short-sessions shape")
+    ap.add_argument("--long", type=int, default=20_000, help="messages in the 40-message-sessions shape")
+    ap.add_argument("--live", type=int, default=1000, help="live single-message writes per archive (0: none)")
+    ap.add_argument("--repeat", type=int, default=1, help="imports per code and shape, alternating; the fastest counts")
+    ap.add_argument("--baseline", default=None, help="git revision to measure the same way (e.g. main)")
+    ap.add_argument(
+        "--work", type=Path, default=None, help="folder for session files and archives (default: temporary)"
+    )
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    work = args.work or Path(tempfile.mkdtemp(prefix="pi-memory-import-"))
+    work.mkdir(parents=True, exist_ok=True)
+    words = Words(args.corpus, random.Random(13))
+    shapes = {}
+    for shape, n in (("short", args.short), ("long", args.long)):
+        folder = work / f"sessions-{shape}"
+        shutil.rmtree(folder, ignore_errors=True)
+        shapes[shape] = (folder, build_shape(folder, words, shape, n))
+        print(
+            f"{shape}: {shapes[shape][1]['files']} files, {shapes[shape][1]['messages']} messages, {shapes[shape][1]['source_bytes'] / 1e6:.1f} MB"
+        )
+    codes = [("this", REPO / "src")]
+    if args.baseline:
+        codes.append((args.baseline, export_revision(args.baseline, work / "baseline")))
+    rows = measure_all(shapes, codes, work, args, words)
+    verbatim = {}
+    for label, src in codes:
+        (work / f"v-{label}").mkdir(exist_ok=True)
+        verbatim[label] = round(verbatim_share(src, work / f"v-{label}"), 3)
+    print()
+    print(
+        table(
+            [
+                "code",
+                "shape",
+                "msgs",
+                "msg/s",
+                "sessions/s",
+                "CPU ms/msg",
+                "peak MB",
+                "B/msg",
+                "live p50",
+                "live p99",
+                "CPU p50",
+                "CPU p99",
+            ],
+            [
+                [
+                    r["label"],
+                    r["shape"],
+                    r["added"],
+                    r["msg_per_s"],
+                    r["sessions_per_s"],
+                    r["cpu_ms_per_msg"],
+                    r["peak_rss_mb"],
+                    r["bytes_per_message"]["total"],
+                    r["live_write_ms"].get("p50", ""),
+                    r["live_write_ms"].get("p99", ""),
+                    r["live_write_cpu_ms"].get("p50", ""),
+                    r["live_write_cpu_ms"].get("p99", ""),
+                ]
+                for r in rows
+            ],
+        )
+    )
+    print()
+    groups = list(rows[0]["bytes_per_message"])
+    print(
+        table(
+            ["bytes per message", *[f"{r['label']}/{r['shape']}" for r in rows]],
+            [[g, *[r["bytes_per_message"][g] for r in rows]] for g in groups],
+        )
+    )
+    print()
+    print("verbatim store / source bytes on tests/data/pi: " + ", ".join(f"{k} {v:.1%}" for k, v in verbatim.items()))
+    ratios = ratios_of(rows, list(shapes), args.baseline) if args.baseline else {}
+    floor = {shape: fts_floor(REPO / "src", folder) for shape, (folder, _) in shapes.items()}
+    for shape, f in floor.items():
+        print(f"{shape}: FTS5 inserts alone (the writer's floor): {f['cpu_ms_per_msg']:.3f} CPU ms per indexed message")
+    data = result_header("import_bench", {k: str(v) for k, v in vars(args).items()})
+    data.update(
+        {
+            "load_average": os.getloadavg(),
+            "results": rows,
+            "verbatim_share": verbatim,
+            "ratios": ratios,
+            "fts_floor": floor,
+        }
+    )
+    if args.baseline:
+        data["baseline_commit"] = subprocess.run(
+            ["git", "-C", str(REPO), "rev-parse", args.baseline], capture_output=True, text=True
+        ).stdout.strip()
+    save_json(args.json, data)
+    if args.work is None:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Bulk import from any caller, after a kill -9, and on an archive made by an older schema."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import apsw
+import pytest
+
+import pi_memory
+from conftest import PI_DATA
+from pi_memory import Archive
+from pi_memory.detail import RunWindow
+from pi_memory.ingest import PARALLEL_MIN_FILES
+from pi_memory.store import decode_text, decompress
+
+VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
+LEGACY = Path(__file__).parent / "data" / "legacy" / "schema5-pi.db"
+PACKAGE_ROOT = str(Path(pi_memory.__file__).resolve().parent.parent)
+
+
+def many_sessions(folder: Path, n: int) -> Path:
+    """`n` copies of a real pi session under distinct session ids: enough files for the parse worker."""
+    lines = VUE.read_bytes().splitlines(keepends=True)
+    folder.mkdir()
+    for i in range(n):
+        header = json.loads(lines[0])
+        header["id"] = f"copy-{i:04d}"
+        (folder / f"s{i:04d}.jsonl").write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
+    return folder
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": PACKAGE_ROOT, "PI_MEMORY_IMPORT_WORKERS": "1"}
+
+
+def content(db: Path) -> tuple[list[tuple[str, str, str]], int, int, list[tuple[str, int]]]:
+    """What an import leaves: messages (session, hash, text), index rows, verbatim entries, runs per session."""
+    with Archive.open(db) as a:
+        msgs = sorted(
+            (str(s), str(h), decode_text(t)) for s, h, t in a.store.rows("SELECT session_id, hash, text FROM msg")
+        )
+        fts = int(a.store.scalar("SELECT count(*) FROM msg_fts"))
+        entries = int(a.store.scalar("SELECT count(*) FROM entry"))
+        runs = sorted(a.store.rows("SELECT session_id, count(*) FROM run GROUP BY session_id"))
+    return msgs, fts, entries, [(str(s), int(n)) for s, n in runs]
+
+
+SCRIPT = """
+import sys
+from pi_memory import Archive
+
+archive = Archive.open(sys.argv[1])
+report = archive.import_paths([sys.argv[2]])
+print(report.added, len(report.sessions))
+"""
+
+
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_import_paths_works_from_a_script_without_a_main_guard(tmp_path: Path, how: str) -> None:
+    folder = many_sessions(tmp_path / "sessions", PARALLEL_MIN_FILES + 2)
+    db = tmp_path / "a.db"
+    if how == "script":
+        script = tmp_path / "one_off.py"
+        script.write_text(SCRIPT, encoding="utf-8")
+        cmd = [sys.executable, str(script), str(db), str(folder)]
+        done = subprocess.run(cmd, env=env(), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    else:
+        cmd = [sys.executable, "-", str(db), str(folder)]
+        done = subprocess.run(cmd, env=env(), input=SCRIPT, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(23 * (PARALLEL_MIN_FILES + 2)), str(PARALLEL_MIN_FILES + 2)]
+    assert "Error" not in done.stderr
+
+
+def _kill_when(proc: subprocess.Popen[bytes], db: Path, at_least: int) -> None:
+    """kill -9 the import once the archive holds `at_least` messages (or when it ends by itself)."""
+    while proc.poll() is None:
+        try:
+            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
+            conn.setbusytimeout(1000)
+            n = conn.execute("SELECT count(*) FROM msg").fetchone()[0]
+            conn.close()
+        except apsw.Error:
+            n = 0
+        if n >= at_least:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+            return
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("kill_at", [1, 400])
+def test_a_kill_9_during_import_then_a_reimport_gives_exactly_a_clean_import(tmp_path: Path, kill_at: int) -> None:
+    folder = many_sessions(tmp_path / "sessions", PARALLEL_MIN_FILES + 8)
+    clean, killed = tmp_path / "clean.db", tmp_path / "killed.db"
+    with Archive.open(clean) as a:
+        a.import_paths([folder])
+    cmd = [sys.executable, "-m", "pi_memory", "import", str(folder), "--db", str(killed)]
+    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _kill_when(proc, killed, kill_at)
+    with Archive.open(killed) as a:
+        a.import_paths([folder])
+        assert a.check() == []
+    assert content(killed) == content(clean)
+
+
+def test_an_archive_of_the_previous_schema_keeps_every_message_searchable_and_replayable(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    shutil.copy(LEGACY, db)
+    before = apsw.Connection(str(db))
+    old_texts = dict(before.execute("SELECT id, text FROM msg").fetchall())
+    old_raw = {
+        int(mid): decompress(raw)
+        for mid, raw in before.execute("SELECT msg_id, raw FROM entry WHERE msg_id IS NOT NULL")
+    }
+    before.close()
+    with Archive.open(db) as a:
+        assert a.check() == []
+        assert a.search("响应式") and a.search("proxy_buffering")
+        for msg_id, text in old_texts.items():
+            assert decode_text(a.store.scalar("SELECT text FROM msg WHERE id=?", (msg_id,))) == text
+        addresses = a.store.rows("SELECT msg_id, run_id, pos FROM run_msg")
+        replayed = {int(m): whole_raw(a, f"r{r}/m{p}") for m, r, p in addresses if int(m) in old_raw}
+        assert replayed and all(replayed[m] == old_raw[m] for m in replayed)
+        # new messages land beside the old rows, in the new format, and both are found
+        new = many_sessions(tmp_path / "new", 1) / "s0000.jsonl"
+        assert a.import_paths([new]).added == 23
+        sessions = {h.session_id for h in a.search("响应式", limit=50)}
+        assert "copy-0000" in sessions and sessions - {"copy-0000"}
+
+
+def whole_raw(a: Archive, address: str) -> bytes:
+    """`read rN/mK --raw`, every page joined."""
+    pages, offset = [], 0
+    while True:
+        detail = a.read_address(address, offset=offset, raw=True)
+        assert not isinstance(detail, RunWindow)
+        pages.append(detail.text)
+        if detail.next_offset is None:
+            return "".join(pages).encode("utf-8", "surrogatepass")
+        offset = detail.next_offset
+
+
+def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> None:
+    from pi_memory.ingest import BATCH, INDEX_BUDGET, SessionWrite, pack
+    from pi_memory.store import NewMessage
+
+    def msg(i: int, tokens: int) -> NewMessage:
+        return NewMessage("s", i, "user", "x", True, None, None, {}, f"h{i}", chars="a" * tokens)
+
+    many_short = SessionWrite("s", [msg(i, 10) for i in range(BATCH * 2 + 5)])
+    assert [sum(len(c[1]) for c in t) for t in pack([many_short])] == [BATCH, BATCH, 5]
+    heavy = SessionWrite("s", [msg(i, INDEX_BUDGET // 4) for i in range(10)])
+    sizes = [sum(len(c[1]) for c in t) for t in pack([heavy])]
+    assert sum(sizes) == 10 and max(sizes) <= 4 and len(sizes) >= 3
+    units = [SessionWrite(f"s{i}", [msg(i, 5)]) for i in range(3)] + [SessionWrite("empty", [])]
+    assert [[(u.session_id, first, last) for u, _, first, last in t] for t in pack(units)] == [
+        [("s0", True, True), ("s1", True, True), ("s2", True, True), ("empty", True, True)]
+    ]
+
+
+def test_plain_and_packed_message_rows_live_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pi_memory.store as store
+
+    folder = many_sessions(tmp_path / "sessions", 2)
+    with Archive.open(tmp_path / "a.db") as a:
+        monkeypatch.setattr(store, "PACK_TEXT", False)
+        a.import_paths([folder / "s0000.jsonl"])
+        monkeypatch.setattr(store, "PACK_TEXT", True)
+        a.import_paths([folder / "s0001.jsonl"])
+        kinds = {
+            sid: {type(t) for (t,) in a.store.rows("SELECT text FROM msg WHERE session_id=?", (sid,))}
+            for sid in ("copy-0000", "copy-0001")
+        }
+        assert kinds == {"copy-0000": {str}, "copy-0001": {bytes}}
+        assert {h.session_id for h in a.search("响应式", limit=50)} == {"copy-0000", "copy-0001"}
+        texts = [[m.text for m in a.read(sid, before=50, after=0).messages] for sid in ("copy-0000", "copy-0001")]
+        assert texts[0] == texts[1] and texts[0]
