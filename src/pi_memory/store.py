@@ -176,11 +176,12 @@ def _inflate(data: bytes, zdict: bytes) -> bytes:
     return unpacker.decompress(data) + unpacker.flush()
 
 
-# Whether new rows store `msg.text` (and a run's fields) deflated. Reading costs ~20 us per message
-# of ~700 chars (a search decodes its ~50 candidates: ~1 ms); storing plain costs ~0.5-0.6 KB more
-# per message on the import benchmark. Both forms are read by `decode_text`, so this can change
-# at any time without a migration.
-PACK_TEXT = True
+# Whether new rows store `msg.text` (and a run's fields) deflated. Reading costs ~40 us per
+# candidate: a search's candidates are long (~2,700 chars on average, bench/search_bench.py), so
+# decoding its ~45 of them took ~1.9 ms, a fifth of a query, against ~0.5 KB per message saved
+# (bench/import_bench.py). The search targets come first: plain. Both forms are read by
+# `decode_text` (archives written packed stay readable), so this can change without a migration.
+PACK_TEXT = False
 
 
 def encode_text(text: str) -> str | bytes:
