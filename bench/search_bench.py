@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import HAND_QUERIES, Timer, latency_summary, peak_rss_mb, result_header, save_json, table  # noqa: E402
 from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
+from scale import bm25_query  # noqa: E402  (the same baseline as scale.py)
 
 from pi_memory.api import Archive  # noqa: E402
-from pi_memory.text import fts_or, query_tokens  # noqa: E402
 
 BATCH_MESSAGES = 10_000
 
@@ -95,14 +95,6 @@ def build(corpus: Path, sizes: list[int], work: Path, seed: int) -> list[dict[st
     for p in work.glob("grow.db*"):
         p.unlink()
     return out
-
-
-def bm25_query(archive: Archive, query: str) -> list[int]:
-    toks = query_tokens(query)
-    if not toks:
-        return []
-    sql = "SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? ORDER BY bm25(msg_fts) LIMIT 10"
-    return [int(r[0]) for r in archive.store.conn.execute(sql, (fts_or(toks),))]
 
 
 def cold_first_query(db: Path, query: str) -> float:
