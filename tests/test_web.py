@@ -397,3 +397,82 @@ def test_serve_refuses_a_public_address_without_a_token() -> None:
     done = subprocess.run([*python_cli(), "serve", "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "needs --token" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+# --- review ---------------------------------------------------------------------------
+
+REVIEW_DATA = Path(__file__).parent / "data" / "review"
+REVIEW_WS = "/home/dev/shop"  # the review fixtures' project (see tests/test_review.py)
+REVIEW_COMMAND = "bash: python -m pytest tests/test_cart.py -q"
+REVIEW_MEMORY_TS = 1_793_750_400_000  # 2026-11-04: between the second and the third session
+
+
+@pytest.fixture
+def reviewed(archive: Any) -> Any:
+    archive.import_paths([REVIEW_DATA])
+    archive.memory_remember(
+        REVIEW_WS,
+        "Run make fixtures before pytest tests/test_cart.py: the cart test fails on stale price fixtures",
+        kind="constraint",
+        ts=REVIEW_MEMORY_TS,
+    )
+    memory_id = archive.review(cwd=REVIEW_WS).ledger[0]["memory_id"]  # suggested by shared words; now linked
+    archive.review_link(memory_id, REVIEW_COMMAND, cwd=REVIEW_WS)
+    return archive
+
+
+def test_the_review_page_shows_the_recurring_failure_and_the_ledger_as_a_chart(reviewed: Any) -> None:
+    report = reviewed.review(project=REVIEW_WS, cwd=REVIEW_WS)
+    failure = report.failures[0]
+    with client(reviewed) as c:
+        page = c.get("/review", params={"project": REVIEW_WS})
+    assert page.status_code == 200 and 'href="/review" class="here"' in page.text
+    html = page.text
+    assert "python -m pytest tests/test_cart.py -q" in html and "<td>5</td>" in html
+    for address in failure["evidence"] + failure["fixed_in"]:
+        assert f'<a href="/read/{address}">{address}</a>' in html
+    assert "src/cart.py" in html and "tests/fixtures/prices.json" in html  # both corrections
+    assert "failed 5 times in 3 sessions" in html  # the candidate rule
+    ledger = html[html.index("<h2>Ledger") : html.index("<h2>Recurring")]
+    assert ledger.count("<svg") == 1 and ledger.count('class="bar"') == 2
+    row = report.ledger[0]
+    assert row["link"] == "linked" and (row["after"]["hits"], row["after"]["runs"]) == (1, 2)
+    for side in (row["before"], row["after"]):  # the rate with its counts and window size, as text
+        assert f"{side['rate']:g}/100 ({side['hits']} of {side['runs']} runs)" in ledger
+    assert "50/100 (1 of 2 runs)" in ledger and "fewer" in ledger
+
+
+def test_the_review_page_filters_by_window_and_agent(reviewed: Any) -> None:
+    with client(reviewed) as c:
+        early = c.get("/review?until=2026-11-01&ws=" + REVIEW_WS).text
+        none = c.get("/review?agent=codex&ws=" + REVIEW_WS).text
+    assert "2 runs in" in early and "<td>2</td>" in early
+    assert "0 runs in 0 sessions" in none and "None." in none
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        ("since=yesterday-ish", "bad date"),
+        ("until=2026-13-45", "bad date"),
+        ("agent=gpt", "unknown agent"),
+        ("min_count=0", "min_count must be between"),
+        ("min_count=x", "min_count must be a whole number"),
+    ],
+)
+def test_bad_review_parameters_give_one_clear_message(reviewed: Any, query: str, says: str) -> None:
+    with client(reviewed) as c:
+        page = c.get("/review?" + query)
+    assert page.status_code == 400 and says in page.text and "Traceback" not in page.text
+
+
+def test_archived_html_in_a_finding_is_shown_as_text_on_the_review_page(reviewed: Any) -> None:
+    reviewed.ensure_session("hostile-review-0001", REVIEW_WS, name="hostile")
+    for i, text in enumerate(["please edit src/cart.py", "Don't do that, revert it " + HOSTILE]):
+        reviewed.capture_message(
+            "hostile-review-0001", {"role": "user", "content": text, "timestamp": 1_793_900_000_000 + i * 60_000}
+        )
+    with client(reviewed) as c:
+        html = c.get("/review?min_count=1&ws=" + REVIEW_WS).text
+    assert "&lt;script&gt;" in html
+    assert "<script>document" not in html and "<img src=x" not in html

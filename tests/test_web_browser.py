@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from pi_memory import Archive
 from web_fixture import BROKEN_WS, CHROMIUM, CHROMIUM_ARGS, HOSTILE_SESSION, SOUND_WS, build_archive, running_server
 
 pytest.importorskip("starlette")
@@ -172,4 +173,24 @@ def test_with_a_token_the_browser_is_asked_for_it_before_any_page(
         tab.click("button[type=submit]")
         tab.wait_for_url(re.compile(r"/search\?q=README$"))
         assert tab.locator("#results mark").count() >= 1
+        tab.close()
+
+
+def test_the_review_page_draws_the_ledger_as_a_chart(browser: Any, tmp_path: Path) -> None:
+    db = tmp_path / "review.db"
+    with Archive.open(db) as archive:
+        archive.import_paths([Path(__file__).parent / "data" / "review"])
+        archive.memory_remember(
+            "/home/dev/shop", "Run make fixtures before pytest tests/test_cart.py: stale price fixtures", kind="fact"
+        )
+    tab = browser.new_page()
+    try:
+        with running_server(db) as url:
+            tab.goto(f"{url}/review?project=/home/dev/shop")
+            assert "python -m pytest tests/test_cart.py -q" in tab.inner_text("main")
+            chart = tab.locator("section.ledger svg").first
+            assert chart.is_visible() and tab.locator("section.ledger svg rect.bar").count() >= 2
+            text = chart.text_content() or ""
+            assert "/100 (" in text and " runs)" in text and "no runs" in text  # written after every run
+    finally:
         tab.close()

@@ -79,3 +79,20 @@ def test_first_page_keeps_a_short_message_whole_and_cuts_a_long_one_at_the_byte_
     assert views.first_page("短消息", 12) == ("短消息", None)
     text, next_offset = views.first_page("响" * 10, 12)  # 3 bytes per character
     assert (text, next_offset) == ("响" * 4, 4)
+
+
+def test_the_ledger_chart_puts_before_and_after_on_one_scale_and_an_empty_side_at_zero() -> None:
+    row = {"before": {"rate": 75.0, "hits": 3, "runs": 4}, "after": {"rate": 37.5, "hits": 3, "runs": 8}}
+    before, after = views.ledger_plot(row, width=300)
+    assert (before.label, before.width, after.width) == ("before", 300, 150)
+    assert (after.hits, after.runs) == (3, 8) and after.y > before.y
+    empty = views.ledger_plot({"before": {"rate": None, "hits": 0, "runs": 0}, "after": row["after"]}, width=300)
+    assert (empty[0].rate, empty[0].width, empty[1].width) == (None, 0, 300)
+
+
+def test_review_parameters_default_the_ledger_workspace_to_the_project() -> None:
+    p = views.parse_review({"project": " /home/dev/shop ", "min_count": "4"}, 3)
+    assert (p.workspace, p.min_count, p.agent) == ("/home/dev/shop", 4, "")
+    assert views.parse_review({}, 3).workspace is None and views.parse_review({}, 3).min_count == 3
+    with pytest.raises(BadInput, match="unknown agent"):
+        views.parse_review({"agent": "gpt"})

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..api import Archive
+from ..api import REVIEW_MIN_COUNT, Archive
 from ..detail import PAGE_BYTES, MessageDetail
 from ..errors import ArchiveError, BadInput, NotFound
 from ..overview import OVERVIEW_DAYS, Overview
@@ -165,6 +165,19 @@ class Viewer:
             return self.render(request, "detail.html", d=found, address=address)
         return self.render(request, "run.html", rw=found, address=address)
 
+    async def review(self, request: Request) -> Response:
+        p = views.parse_review(request.query_params, REVIEW_MIN_COUNT)
+        report = self.archive.review(
+            since=p.since or None,
+            until=p.until or None,
+            project=p.project or None,
+            agent=p.agent or None,
+            min_count=p.min_count,
+            cwd=p.workspace,
+        )
+        charts = [views.ledger_plot(row) for row in report.ledger]
+        return self.render(request, "review.html", p=p, r=report, charts=charts)
+
     async def memory(self, request: Request) -> Response:
         ws = (request.query_params.get("ws") or "").strip()
         if not ws:
@@ -295,6 +308,7 @@ def create_app(archive: Archive, settings: Settings | None = None, warm: bool = 
         Route("/search", viewer.search),
         Route("/session/{sid}", viewer.session),
         Route("/read/{address:path}", viewer.read),
+        Route("/review", viewer.review),
         Route("/memory", viewer.memory),
         Route("/memory/{action}", viewer.memory_confirm_page, methods=["GET"]),
         Route("/memory/{action}", viewer.memory_action, methods=["POST"]),

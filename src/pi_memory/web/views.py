@@ -226,3 +226,61 @@ def fold_title(role: str, meta: Mapping[str, Any], text: str) -> str:
     mark = "✗" if role == "tool_error" else "✓"
     chars = meta.get("output_chars")
     return f"{mark} {meta.get('tool') or 'tool'}" + (f" ({chars} chars)" if isinstance(chars, int) else "")
+
+
+# --- the review page ------------------------------------------------------------------
+
+REVIEW_TEXT_PARAMS = ("since", "until", "project", "ws")
+MIN_COUNT_MAX = 1000
+
+
+@dataclass
+class ReviewParams:
+    """What the review page was asked; `ws` is the workspace whose memories the ledger counts."""
+
+    since: str = ""
+    until: str = ""
+    project: str = ""
+    agent: str = ""
+    ws: str = ""
+    min_count: int = 2
+
+    @property
+    def workspace(self) -> str | None:
+        """The ledger's workspace: as given, else the project reviewed, else the server's own directory."""
+        return self.ws or self.project or None
+
+
+def parse_review(query: Mapping[str, str], default_min_count: int = 2) -> ReviewParams:
+    """Review parameters; dates are checked by the archive (one `BadInput` either way)."""
+    values = {k: (query.get(k) or "").strip() for k in REVIEW_TEXT_PARAMS}
+    agent = (query.get("agent") or "").strip()
+    if agent:
+        _one_of("agent", agent, AGENTS)
+    min_count = parse_int(query, "min_count", default_min_count, 1, MIN_COUNT_MAX)
+    return ReviewParams(agent=agent, min_count=min_count, **values)
+
+
+@dataclass
+class LedgerBar:
+    label: str  # "before" / "after"
+    rate: float | None
+    hits: int
+    runs: int
+    y: float
+    width: float
+
+
+def ledger_plot(row: Mapping[str, Any], width: int = 300, bar: int = 18) -> list[LedgerBar]:
+    """Two horizontal bars, the rate per 100 runs before and after the memory, on one scale.
+
+    The scale is the larger of the two rates (at least 1), so a drop reads at a glance; the
+    counts and the window sizes are printed next to the bars, a small sample reads as one.
+    """
+    sides = [("before", row["before"]), ("after", row["after"])]
+    peak = max((float(s["rate"] or 0) for _n, s in sides), default=0.0) or 1.0
+    return [
+        LedgerBar(name, s["rate"], int(s["hits"]), int(s["runs"]), i * (bar + 6),
+                  round(width * float(s["rate"] or 0) / peak, 1))
+        for i, (name, s) in enumerate(sides)
+    ]  # fmt: skip
