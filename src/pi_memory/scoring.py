@@ -31,7 +31,7 @@ import numpy as np
 
 from . import ranking
 from .ranking import query_phrases
-from .text import QueryToken, surface_forms
+from .text import QueryToken, surface_forms, whole_word_at
 
 # A CJK token found only in another script than the one typed still counts, at this share.
 FOLDED_ONLY_WEIGHT = 0.5
@@ -40,7 +40,6 @@ FOLDED_ONLY_WEIGHT = 0.5
 # or spelled in the other script (bench/quality.py, the fragment sets).
 EXACT_RUNS_BONUS = 0.25  # 0.3 put Vue headings under bm25 (MRR 0.525 < 0.526); 0.2 lost fragments
 _CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 @dataclass(frozen=True)
@@ -199,7 +198,7 @@ def count_word(text: str, word: str) -> int:
     found, end = 0, len(word)
     pos = text.find(word)
     while pos >= 0:
-        if (pos == 0 or text[pos - 1] not in _ALNUM) and (pos + end >= len(text) or text[pos + end] not in _ALNUM):
+        if whole_word_at(text, pos, pos + end):
             found += 1
         pos = text.find(word, pos + 1)
     return found

@@ -283,6 +283,11 @@ def _token_pattern(needle: str) -> re.Pattern[str]:
 _ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
+def whole_word_at(text: str, start: int, end: int) -> bool:
+    """text[start:end] is not inside a longer run of ASCII letters and digits (`_` is a boundary)."""
+    return (start == 0 or text[start - 1] not in _ALNUM) and (end >= len(text) or text[end] not in _ALNUM)
+
+
 def _find_token(norm_text: str, needle: str) -> int:
     """First whole-word occurrence of an ASCII needle (else its first occurrence at all).
 
@@ -292,11 +297,9 @@ def _find_token(norm_text: str, needle: str) -> int:
     first = norm_text.find(needle)
     if first < 0 or not needle.isascii():
         return first
-    pos, size = first, len(needle)
+    pos = first
     while pos >= 0:
-        before = norm_text[pos - 1] if pos else " "
-        after = norm_text[pos + size] if pos + size < len(norm_text) else " "
-        if before not in _ALNUM and after not in _ALNUM:
+        if whole_word_at(norm_text, pos, pos + len(needle)):
             return pos
         pos = norm_text.find(needle, pos + 1)
     return first
