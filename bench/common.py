@@ -6,8 +6,10 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -128,3 +130,48 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.ms = (time.perf_counter() - self.start) * 1000
+
+
+def grow_archive(
+    work: Path, sizes: list[int], write_batch: Callable[[Path, int], None], name: str
+) -> list[dict[str, Any]]:
+    """Grow one archive through `Archive.import_paths`, batch by batch, copying it at each size.
+
+    `write_batch(folder, n)` writes about `n` messages of session files into `folder`; each copy is
+    `work/{name}-{size}.db`. Returns, per size, the import rate, peak RSS and bytes per message.
+    """
+    from pi_memory.api import Archive
+
+    db = work / "grow.db"
+    for p in work.glob("grow.db*"):
+        p.unlink()
+    archive = Archive.open(db)
+    done, import_s, out = 0, 0.0, []
+    for size in sizes:
+        while done < size:
+            folder = work / "batch"
+            shutil.rmtree(folder, ignore_errors=True)
+            write_batch(folder, size - done)
+            t0 = time.perf_counter()
+            done += archive.import_paths([folder]).added
+            import_s += time.perf_counter() - t0
+            shutil.rmtree(folder, ignore_errors=True)
+            print(f"  {done:>8} messages  {done / import_s:7.0f} msg/s  peak RSS {peak_rss_mb():6.1f} MB", flush=True)
+        archive.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        target = work / f"{name}-{size}.db"
+        shutil.copyfile(db, target)
+        db_bytes = target.stat().st_size
+        row = {
+            "size": size,
+            "messages": done,
+            "import_msgs_per_s": round(done / import_s, 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "db_bytes": db_bytes,
+            "db_bytes_per_msg": round(db_bytes / max(done, 1), 1),
+        }
+        print(f"size {size}: {row}", flush=True)
+        out.append(row)
+    archive.close()
+    for p in work.glob("grow.db*"):
+        p.unlink()
+    return out

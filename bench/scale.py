@@ -20,15 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import HAND_QUERIES, Timer, latency_summary, peak_rss_mb, result_header, save_json, table  # noqa: E402
+from common import HAND_QUERIES, Timer, grow_archive, latency_summary, result_header, save_json, table  # noqa: E402
 from corpus import MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_session  # noqa: E402
 
 from pi_memory.api import Archive  # noqa: E402
@@ -57,46 +55,18 @@ def build(corpus: Path, sizes: list[int], work: Path, seed: int) -> list[dict[st
     """Grow one archive to each size through the import path, keeping a copy at each size."""
     docs = corpus_docs(corpus)
     rng = random.Random(seed)
-    db = work / "grow.db"
-    for p in work.glob("grow.db*"):
-        p.unlink()
-    archive = Archive.open(db)
-    done, session_no, import_s = 0, 0, 0.0
-    out = []
-    for size in sizes:
-        while done < size:
-            n = min(BATCH_SESSIONS * MESSAGES_PER_SESSION, size - done)
-            folder = work / "batch"
-            shutil.rmtree(folder, ignore_errors=True)
-            texts = synthetic_texts(docs, rng, n)
-            for start in range(0, n, MESSAGES_PER_SESSION):
-                chunk = texts[start : start + MESSAGES_PER_SESSION]
-                write_session(folder, [t for _, t in chunk], chunk[0][0], session_no, rng)
-                session_no += 1
-            t0 = time.perf_counter()
-            report = archive.import_paths([folder])
-            import_s += time.perf_counter() - t0
-            done += report.added
-            shutil.rmtree(folder, ignore_errors=True)
-            print(f"  {done:>8} messages  {done / import_s:7.0f} msg/s  peak RSS {peak_rss_mb():6.1f} MB", flush=True)
-        archive.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        target = work / f"scale-{size}.db"
-        shutil.copyfile(db, target)
-        db_bytes = target.stat().st_size
-        row = {
-            "size": size,
-            "messages": done,
-            "import_msgs_per_s": round(done / import_s, 1),
-            "peak_rss_mb": round(peak_rss_mb(), 1),
-            "db_bytes": db_bytes,
-            "db_bytes_per_msg": round(db_bytes / max(done, 1), 1),
-        }
-        print(f"size {size}: {row}", flush=True)
-        out.append(row)
-    archive.close()
-    for p in work.glob("grow.db*"):
-        p.unlink()
-    return out
+    session_no = 0
+
+    def write_batch(folder: Path, remaining: int) -> None:
+        nonlocal session_no
+        n = min(BATCH_SESSIONS * MESSAGES_PER_SESSION, remaining)
+        texts = synthetic_texts(docs, rng, n)
+        for start in range(0, n, MESSAGES_PER_SESSION):
+            chunk = texts[start : start + MESSAGES_PER_SESSION]
+            write_session(folder, [t for _, t in chunk], chunk[0][0], session_no, rng)
+            session_no += 1
+
+    return grow_archive(work, sizes, write_batch, "scale")
 
 
 def bm25_query(archive: Archive, query: str) -> list[int]:

@@ -22,16 +22,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import HAND_QUERIES, Timer, latency_summary, peak_rss_mb, result_header, save_json, table  # noqa: E402
+from common import HAND_QUERIES, Timer, grow_archive, latency_summary, result_header, save_json, table  # noqa: E402
 from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
 from scale import bm25_query  # noqa: E402  (the same baseline as scale.py)
 
@@ -72,29 +70,9 @@ def query_mix(corpus: Path, n_questions: int, seed: int) -> list[tuple[str, str]
 def build(corpus: Path, sizes: list[int], work: Path, seed: int) -> list[dict[str, Any]]:
     """Grow one archive through the import path, keeping a copy at each size."""
     writer = SessionWriter(load_pools(corpus), random.Random(seed))
-    db = work / "grow.db"
-    for p in work.glob("grow.db*"):
-        p.unlink()
-    archive = Archive.open(db)
-    done, import_s, out = 0, 0.0, []
-    for size in sizes:
-        while done < size:
-            folder = work / "batch"
-            shutil.rmtree(folder, ignore_errors=True)
-            writer.write(folder, min(BATCH_MESSAGES, size - done))
-            t0 = time.perf_counter()
-            report = archive.import_paths([folder])
-            import_s += time.perf_counter() - t0
-            done += report.added
-            shutil.rmtree(folder, ignore_errors=True)
-            print(f"  {done:>8} messages  {done / import_s:7.0f} msg/s  peak RSS {peak_rss_mb():6.1f} MB", flush=True)
-        archive.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        shutil.copyfile(db, work / f"search-{size}.db")
-        out.append({"size": size, "messages": done, "import_msgs_per_s": round(done / import_s, 1)})
-    archive.close()
-    for p in work.glob("grow.db*"):
-        p.unlink()
-    return out
+    return grow_archive(
+        work, sizes, lambda folder, remaining: writer.write(folder, min(BATCH_MESSAGES, remaining)), "search"
+    )
 
 
 def cold_first_query(db: Path, query: str) -> float:
