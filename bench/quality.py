@@ -367,10 +367,12 @@ def print_report(
         if mine[s]["R@1"] < theirs[s]["R@1"] - 1e-9 or mine[s]["MRR@10"] < theirs[s]["MRR@10"] - 1e-9
     ]
     print("\nproject >= bm25 on R@1 and MRR@10 in every set" if not worse else f"\nproject below bm25 in: {worse}")
-    # queries where bm25 put the target higher than the project: what tuning looks at
+    # queries where the project did not put the target first, those bm25 did better on first: what tuning looks at
     shown: dict[str, int] = {}
-    for q, a, b in zip(queries, ranks_by["project"], ranks_by["bm25"], strict=True):
-        if b is not None and (a is None or a > b) and shown.get(q.set, 0) < show_misses:
+    pairs = list(zip(queries, ranks_by["project"], ranks_by["bm25"], strict=True))
+    pairs.sort(key=lambda p: not (p[2] is not None and (p[1] is None or p[1] > p[2])))
+    for q, a, b in pairs:
+        if a != 0 and shown.get(q.set, 0) < show_misses:  # ranks count from 0
             shown[q.set] = shown.get(q.set, 0) + 1
             print(f"  miss [{q.set}] {q.text!r}: project rank {a}, bm25 rank {b}")
 
@@ -383,7 +385,12 @@ def main() -> None:
     ap.add_argument("--fragments", type=int, default=0, help="queries per fragment set (default 40 quick, 150 full)")
     ap.add_argument("--sets", default="", help="comma-separated query set name prefixes to run (tuning)")
     ap.add_argument("--only", default="", help="comma-separated systems to run (project,spec,bm25,like)")
-    ap.add_argument("--show-misses", type=int, default=0, help="print this many project misses per set")
+    ap.add_argument(
+        "--show-misses",
+        type=int,
+        default=0,
+        help="print this many queries per set where the project missed the top (those bm25 did better on first)",
+    )
     ap.add_argument("--set", action="append", default=[], help="override a tuning constant: search.NAME=VALUE")
     ap.add_argument("--keep", type=Path, default=None, help="build the archive in this folder and keep it")
     ap.add_argument("--json", type=Path, default=None)

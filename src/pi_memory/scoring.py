@@ -72,6 +72,9 @@ class PreparedQuery:
     word_pairs: tuple[tuple[int, int, float], ...]  # indexes of two adjacent query words in `terms`, weight
     alphabet: dict[str, int]  # every character of a CJK spelling -> 1..n (0: any other character)
     runs: tuple[str, ...] = ()  # the query's words and CJK stretches as typed (`text.typed_runs`)
+    # per run, the index in `terms` of the word counted the same way (its presence is already
+    # known from the term frequencies), or -1: a CJK stretch, looked for as typed
+    run_terms: tuple[int, ...] = ()
 
     @property
     def total_weight(self) -> float:
@@ -112,7 +115,9 @@ def prepare(
                 pairs.append((position[a], position[b], p.weight))
         elif p.text[:2] in position and p.text[1:] in position:
             phrases.append(Phrase3(surface_forms(p.text), p.weight, (position[p.text[:2]], position[p.text[1:]])))
-    return PreparedQuery(tuple(terms), tuple(phrases), tuple(pairs), alphabet, runs)
+    words = {t.text: i for i, t in enumerate(terms) if t.kind == "word"}
+    run_terms = tuple(words.get(run, -1) if run.isascii() else -1 for run in runs)
+    return PreparedQuery(tuple(terms), tuple(phrases), tuple(pairs), alphabet, runs, run_terms)
 
 
 def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: PreparedQuery) -> list[DocScore]:
@@ -127,18 +132,21 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
     present = tf > 0
     covered = present @ weights
     meaningful = np.asarray(present[:, [i for i, t in enumerate(q.terms) if t.meaningful]].any(axis=1))
+    total = float(weights.sum())
     out = []
-    for d, text in enumerate(texts):
-        if covered[d] <= 0:
+    # plain lists: element access on NumPy rows costs ~10x a list's, and this loop is per candidate
+    for text, doc_base, doc_covered, doc_meaningful, doc_present in zip(
+        texts, base.tolist(), covered.tolist(), meaningful.tolist(), present.tolist(), strict=True
+    ):
+        if doc_covered <= 0:
             out.append(DocScore(0.0, False))
             continue
-        total = float(weights.sum())
-        score = float(base[d]) + ranking.PHRASE_WEIGHT * _phrase_total(text, q, present[d])
-        if q.runs and all(_holds_run(text, run) for run in q.runs):
+        score = doc_base + ranking.PHRASE_WEIGHT * _phrase_total(text, q, doc_present)
+        if q.runs and _holds_every_run(text, q, doc_present):
             score += EXACT_RUNS_BONUS * total
         if ranking.COVERAGE_FLOOR < 1.0 and total > 0:
-            score *= ranking.COVERAGE_FLOOR + (1.0 - ranking.COVERAGE_FLOOR) * float(covered[d]) / total
-        out.append(DocScore(score, bool(meaningful[d])))
+            score *= ranking.COVERAGE_FLOOR + (1.0 - ranking.COVERAGE_FLOOR) * doc_covered / total
+        out.append(DocScore(score, doc_meaningful))
     return out
 
 
@@ -204,12 +212,18 @@ def count_word(text: str, word: str) -> int:
     return found
 
 
-def _holds_run(text: str, run: str) -> bool:
-    """The run as typed: a CJK stretch anywhere, a word as a whole word."""
-    return count_word(text, run) > 0 if run.isascii() else run in text
+def _holds_every_run(text: str, q: PreparedQuery, present: list[bool]) -> bool:
+    """Every run as typed: a word as a whole word (known from its term), a CJK stretch anywhere."""
+    for run, term in zip(q.runs, q.run_terms or (-1,) * len(q.runs), strict=True):
+        if term >= 0:
+            if not present[term]:
+                return False
+        elif not (count_word(text, run) > 0 if run.isascii() else run in text):
+            return False
+    return True
 
 
-def _phrase_total(text: str, q: PreparedQuery, present: np.ndarray) -> float:
+def _phrase_total(text: str, q: PreparedQuery, present: list[bool]) -> float:
     total = 0.0
     for p in q.phrases:
         if present[p.pairs[0]] and present[p.pairs[1]] and any(f in text for f in p.forms):

@@ -57,19 +57,15 @@ from .text import (
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
-RARE_CANDIDATES = (
-    30  # best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
-)
+# best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
+RARE_CANDIDATES = 30
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
 MAX_LIMIT = 100
-AVG_LEN_SAMPLE = 500
-INDEX_LENGTHS = 1
-INDEX_AVG = 1
-DROP_CHAR_ONLY = 1  # newest documents whose mean length stands for the archive's
+AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
 
 
 @dataclass
