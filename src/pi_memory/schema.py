@@ -10,6 +10,8 @@ Tables
               `id` is also the FTS rowid; insertion order is time order. `text` holds a BLOB
               (format byte + deflate, `store.encode_text`) since the compressed store; rows
               written before hold TEXT; `store.decode_text` reads both (no migration needed).
+              `indexed` is 0, 1, or 2 (`store.INDEX_PENDING`, m007): a live message whose index
+              entry waits for its writer's idle moment (found through `msg_index_pending`).
 - `msg_fts`   contentless two-channel FTS5 index (`chars`, `grams`) over the
               rendered text of indexed messages; rows deleted with
               `contentless_delete` when a message is forgotten.
@@ -256,6 +258,14 @@ MIGRATIONS: list[tuple[str, str]] = [
           created_at INTEGER NOT NULL,
           PRIMARY KEY (workspace, memory_id, key)
         ) WITHOUT ROWID;
+        """,
+    ),
+    (
+        "m007_index_pending",
+        # live capture writes a message `indexed = 2` and indexes it when idle (`store.INDEX_PENDING`):
+        # the rows still waiting, found without a scan by whichever process opens the archive next
+        """
+        CREATE INDEX msg_index_pending ON msg(id) WHERE indexed = 2;
         """,
     ),
 ]

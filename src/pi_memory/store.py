@@ -28,7 +28,7 @@ import apsw
 
 from .errors import ArchiveError, CorruptDatabase
 from .schema import MIGRATIONS, SCHEMA_VERSION
-from .text import QueryToken, fts_or, tokenize
+from .text import QueryToken, Tokens, fts_or, tokenize
 
 if TYPE_CHECKING:
     from .ingest import SessionWrite
@@ -78,6 +78,7 @@ class NewMessage:
     grams: str = ""
     packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
+    index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
 
     def prepare(self) -> None:
         """Tokenize outside the transaction."""
@@ -228,6 +229,29 @@ def decompress(blob: bytes, text: str | bytes | None = None) -> bytes:
     return zlib.decompress(blob)
 
 
+# `msg.indexed` of a live message whose index entry waits for its writer's next idle moment
+# (`Store.defer_hooks`): tokenizing and indexing a 6,000-char message costs ~4 ms of CPU, which
+# must not land on the write. A partial index (`msg_index_pending`, schema m007) finds such rows, so
+# whichever process opens the archive next indexes what a writer that ended first left behind.
+INDEX_PENDING = 2
+PENDING_PER_WRITE = 200  # pending messages read at a time
+PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's (`ingest.INDEX_BUDGET`)
+
+
+def _by_index_cost(cuts: list[tuple[int, int, Tokens]]) -> list[list[tuple[int, int, Tokens]]]:
+    """Pending messages in groups of about `PENDING_BUDGET` characters of tokens: one short transaction each."""
+    groups: list[list[tuple[int, int, Tokens]]] = []
+    cost = PENDING_BUDGET
+    for cut in cuts:
+        size = sum(map(len, cut[2].chars)) + sum(map(len, cut[2].grams)) + 200
+        if cost + size > PENDING_BUDGET:
+            groups.append([])
+            cost = 0
+        groups[-1].append(cut)
+        cost += size
+    return groups
+
+
 LENGTH_CHANNEL = 1  # msg_fts column whose token count is a message's length: `grams`
 
 
@@ -285,6 +309,12 @@ class SharedSql:
     def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
         """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
         return {}
+
+    index_deferred = False  # live writes leave indexing to `index_pending` (SQLite's `Store.defer_hooks`)
+
+    def index_pending(self) -> int:
+        """Index the messages whose index entry waited (`INDEX_PENDING`); how many. None on this backend."""
+        return 0
 
     def sql_in_list(self, expr: str) -> str:
         """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
@@ -442,6 +472,7 @@ class Store(SharedSql):
         try:
             store._configure()
             store.migrate()
+            store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             conn.close()
             raise CorruptDatabase(db_path, str(exc)) from None
@@ -694,17 +725,21 @@ class Store(SharedSql):
         """
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
         m.pack()
+        m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
+        indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
         self.conn.execute(
             """INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
                VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1),
                        ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)""",
-            (m.session_id, m.ts, m.role, m.packed, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
+            (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash),
         )
         if self.conn.changes() == 0:
             self._reconcile_entry_id(m)
             return None
         msg_id = self.conn.last_insert_rowid()
-        if m.indexed:
+        if m.index_waits:
+            self.pending_index = True
+        elif m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
         if m.raw is not None:
             self.conn.execute(
@@ -734,7 +769,7 @@ class Store(SharedSql):
 
         With `totals`, the counter deltas are added there, for the caller to write once per transaction.
         """
-        indexed = [m for m in added if m.indexed]
+        indexed = [m for m in added if m.indexed and not m.index_waits]  # waiting ones count when indexed
         if indexed:
             deltas = {"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)}
             if totals is None:
@@ -804,14 +839,52 @@ class Store(SharedSql):
     # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once
     deferred_hooks: dict[str, list[int]] | None = None
 
+    index_deferred = False  # new messages are written `INDEX_PENDING` and indexed by `index_pending`
+    pending_index = True  # there may be rows waiting for `index_pending` (a writer that ended first left some)
+
     def defer_hooks(self) -> None:
-        """Live capture: a message's write returns before its run is re-summarized.
+        """Live capture: a message's write returns before it is indexed and its run re-summarized.
 
         The owner (the bridge) calls `ingest.run_deferred_hooks` when idle and before any
-        request that reads what the hooks build, so a live write costs the message's own
-        transaction only.
+        request that reads what the hooks build (the index, runs), so a live write costs the
+        message's row and verbatim copy only.
         """
         self.deferred_hooks = {}
+        self.index_deferred = True
+
+    def index_pending(self) -> int:
+        """Tokenize and index the messages written `INDEX_PENDING` (any writer's); returns how many.
+
+        Tokenizing happens outside the transaction; inside, a row is claimed (`indexed` 2 -> 1)
+        before its index entry is written, so two processes doing this at once index it once.
+        """
+        done = 0
+        while self.pending_index:
+            rows = self.rows("SELECT id, text, nchars FROM msg WHERE indexed = 2 LIMIT ?", (PENDING_PER_WRITE,))
+            self.pending_index = len(rows) == PENDING_PER_WRITE
+            cuts = [(int(msg_id), int(nchars), tokenize(decode_text(text))) for msg_id, text, nchars in rows]
+            for group in _by_index_cost(cuts):
+                done += self._index_claimed(group)
+        return done
+
+    def _index_claimed(self, cuts: list[tuple[int, int, Tokens]]) -> int:
+        """One transaction: claim the rows still pending, then index them (one FTS5 segment for the lot)."""
+        with self.write():
+            claimed = []
+            for msg_id, nchars, toks in cuts:
+                has_tokens = bool(toks.chars or toks.grams)
+                self.conn.execute("UPDATE msg SET indexed = ? WHERE id = ? AND indexed = 2", (int(has_tokens), msg_id))
+                if self.conn.changes() and has_tokens:
+                    claimed.append((msg_id, nchars, toks))
+            # every UPDATE before the first insert: an UPDATE after one would flush a segment per message
+            for msg_id, _n, toks in claimed:
+                self.conn.execute(
+                    "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
+                    (msg_id, toks.chars_text(), toks.grams_text()),
+                )
+            if claimed:
+                self.add_to_counters({"indexed_docs": len(claimed), "indexed_chars": sum(n for _, n, _ in claimed)})
+        return len(claimed)
 
     def defer_checkpoints(self) -> None:
         """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""
