@@ -324,8 +324,13 @@ for f in discover([Path(sys.argv[1])]):
     cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
 conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
 conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
-conn.execute(\"\"\"CREATE VIRTUAL TABLE msg_fts USING fts5(chars, grams, content='', contentless_delete=1,
-               tokenize="ascii tokenchars '_'", detail='column')\"\"\")
+try:
+    from pi_memory.schema import COMPACT_FTS  # the indexes of a new archive (detail='none')
+    detail = "none"
+except ImportError:  # a revision from before
+    detail = "column"
+conn.execute(f\"\"\"CREATE VIRTUAL TABLE msg_fts USING fts5(chars, grams, content='', contentless_delete=1,
+               tokenize="ascii tokenchars '_'", detail='{detail}')\"\"\")
 start = time.process_time()
 for i in range(0, len(cuts), 200):
     with conn:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from .errors import ArchiveError, CorruptDatabase
-from .schema import MIGRATIONS, SCHEMA_VERSION
+from .schema import COMPACT_FTS, MIGRATIONS, SCHEMA_VERSION
 from .text import QueryToken, Tokens, fts_or, tokenize
 
 if TYPE_CHECKING:
@@ -528,7 +528,12 @@ class Store(SharedSql):
                 if self.user_version >= version:  # another process got there first
                     continue
                 self.conn.execute(sql)
+                if version == SCHEMA_VERSION and self._holds_nothing_indexed():
+                    self.conn.execute(COMPACT_FTS)  # a new archive: the compact indexes (see schema.py)
                 self.conn.execute(f"PRAGMA user_version={version}")
+
+    def _holds_nothing_indexed(self) -> bool:
+        return not self.scalar("SELECT EXISTS (SELECT 1 FROM msg) OR EXISTS (SELECT 1 FROM run)")
 
     def integrity_errors(self) -> list[str]:
         rows = [str(r[0]) for r in self.conn.execute("PRAGMA integrity_check")]
