@@ -244,8 +244,14 @@ def table_bytes(src: Path, db: Path) -> dict[str, Any]:
     }
 
 
-def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.2) -> dict[str, float]:
-    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms)."""
+def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.5) -> dict[str, float]:
+    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms).
+
+    Turns of `turn` messages with `gap` seconds between them: the bridge's idle moment comes after
+    `bridge.IDLE_SECONDS` (0.2 s) without a request, and its work (indexing the turn's messages,
+    run summaries, a checkpoint) takes tens of ms; a gap of exactly 0.2 s would time that work
+    as the next turn's first write, which a person typing or a model thinking never does.
+    """
     env = dict(os.environ, PYTHONPATH=str(src), PI_MEMORY_DB=str(db))
     proc = subprocess.Popen(
         [sys.executable, "-m", "pi_memory", "bridge"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
@@ -271,7 +277,7 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
         call(i + 1, "capture", {"session_id": sid, "message": message})
         ms.append((time.perf_counter() - t0) * 1000)
         if turn and i % turn == turn - 1:
-            time.sleep(gap)  # the idle moment between turns: run summaries, checkpoints, index merges
+            time.sleep(gap)  # the idle moment between turns: indexing, run summaries, checkpoints
     call(n + 1, "shutdown", {})
     proc.wait(timeout=60)
     return latency_summary(ms)
