@@ -203,12 +203,14 @@ def test_live_writes_leave_indexing_to_the_idle_moment_and_search_then_finds_the
         archive.ensure_session("s5", "/home/dev/shop")
         archive.capture_message("s5", USER)
         archive.capture_message("s5", REPLY)
+        archive.capture_message("s5", {"role": "user", "content": "畫一張架構圖", "timestamp": 1_796_000_002_000})
         if not archive.is_team:  # the team archive indexes in the write (no idle moment to wait for)
-            assert archive.store.scalar("SELECT count(*) FROM msg WHERE indexed = ?", (INDEX_PENDING,)) == 2
+            assert archive.store.scalar("SELECT count(*) FROM msg WHERE indexed = ?", (INDEX_PENDING,)) == 3
             assert archive.store.counters()["indexed_docs"] == 0  # counted once indexed
         assert run_deferred_hooks(archive.store)
-        assert archive.store.counters()["indexed_docs"] == 2
+        assert archive.store.counters()["indexed_docs"] == 3
         assert {h.session_id for h in archive.search("索引")} == {"s5"}
+        assert [h.text for h in archive.search("構")] == ["畫一張架構圖"]  # as typed, too
 
 
 def test_messages_left_unindexed_by_a_writer_that_ended_first_are_indexed_when_the_archive_is_next_opened(

@@ -10,12 +10,14 @@ Tables
               `id` is also the FTS rowid; insertion order is time order. `text` holds a BLOB
               (format byte + deflate, `store.encode_text`) since the compressed store; rows
               written before hold TEXT; `store.decode_text` reads both (no migration needed).
-              `indexed` is 0, 1, or 2 (`store.INDEX_PENDING`, m007): a live message whose index
+              `indexed` is 0, 1, or 2 (`store.INDEX_PENDING`, m008): a live message whose index
               entry waits for its writer's idle moment (found through `msg_index_pending`).
 - `msg_fts`   contentless two-channel FTS5 index (`chars`, `grams`) over the
               rendered text of indexed messages; rows deleted with
               `contentless_delete` when a message is forgotten. `detail = 'none'` in archives
-              created since m007 (`COMPACT_FTS`), `'column'` in older ones: both are queried alike.
+              created since m008 (`COMPACT_FTS`), `'column'` in older ones: both are queried alike.
+- `msg_typed` contentless FTS5 index of the characters a message holds in a script that
+              folds to another, as typed (`構` where msg_fts has `构`), for messages that have any.
 - `entry`     the verbatim copy of every source line (zlib), message or not,
               so anything can be replayed exactly, successful tool output included. A message's
               line is compressed against its message's text (format 2: `store.decompress(raw, text)`).
@@ -262,14 +264,36 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
-        "m007_index_pending",
+        "m007_surface_chars",
+        # The characters of a message typed in a script that folds to another (`構`, whose `构`
+        # is in msg_fts), as typed (`text.surface_chars`): typing one finds the messages that
+        # hold it as typed. One row per message that has any; one token per distinct character,
+        # no positions (only "which messages" is asked). The data step fills it for the messages
+        # archived before.
+        """
+        CREATE VIRTUAL TABLE IF NOT EXISTS msg_typed USING fts5(
+          typed,
+          content = '',
+          contentless_delete = 1,
+          tokenize = "ascii",
+          detail = 'none'
+        );
+        """,
+    ),
+    (
+        "m008_index_pending",
         # live capture writes a message `indexed = 2` and indexes it when idle (`store.INDEX_PENDING`):
         # the rows still waiting, found without a scan by whichever process opens the archive next
         """
-        CREATE INDEX msg_index_pending ON msg(id) WHERE indexed = 2;
+        CREATE INDEX IF NOT EXISTS msg_index_pending ON msg(id) WHERE indexed = 2;
         """,
     ),
 ]
+
+# Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
+# short transactions (a live writer never waits long), then the version bump. Both the SQL and
+# the step are idempotent, so an interrupted upgrade simply runs them again.
+DATA_STEPS: dict[str, str] = {"m007_surface_chars": "index_surface_chars"}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -279,7 +303,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # CJK character: `chars`, two: `grams`, a word: both, a part of an identifier: `chars`), so queries
 # carry no column filter (`text.QueryToken.fts`), and the per-column token counts that give a
 # message's length (`store.LENGTH_CHANNEL`) are kept either way (`columnsize`). Applied with the last
-# migration to an archive that holds no message and no run yet; an older archive keeps its indexes,
+# migration (a plain one: see `Store.migrate`) to an archive that holds no message and no run yet;
+# an older archive keeps its indexes,
 # which answer every query with the same rows (rebuilding them means tokenizing every message again).
 COMPACT_FTS = """
 DROP TABLE msg_fts;

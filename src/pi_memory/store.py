@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from .errors import ArchiveError, CorruptDatabase
-from .schema import COMPACT_FTS, MIGRATIONS, SCHEMA_VERSION
-from .text import QueryToken, Tokens, fts_or, tokenize
+from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
+from .text import QueryToken, Tokens, fts_or, surface_chars, tokenize
 
 if TYPE_CHECKING:
     from .ingest import SessionWrite
@@ -231,19 +231,23 @@ def decompress(blob: bytes, text: str | bytes | None = None) -> bytes:
 
 # `msg.indexed` of a live message whose index entry waits for its writer's next idle moment
 # (`Store.defer_hooks`): tokenizing and indexing a 6,000-char message costs ~4 ms of CPU, which
-# must not land on the write. A partial index (`msg_index_pending`, schema m007) finds such rows, so
+# must not land on the write. A partial index (`msg_index_pending`, schema m008) finds such rows, so
 # whichever process opens the archive next indexes what a writer that ended first left behind.
 INDEX_PENDING = 2
 PENDING_PER_WRITE = 200  # pending messages read at a time
 PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's (`ingest.INDEX_BUDGET`)
 
 
-def _by_index_cost(cuts: list[tuple[int, int, Tokens]]) -> list[list[tuple[int, int, Tokens]]]:
+# a message waiting for its index entry: (msg id, nchars, text, tokens)
+Pending = tuple[int, int, str, Tokens]
+
+
+def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
     """Pending messages in groups of about `PENDING_BUDGET` characters of tokens: one short transaction each."""
-    groups: list[list[tuple[int, int, Tokens]]] = []
+    groups: list[list[Pending]] = []
     cost = PENDING_BUDGET
     for cut in cuts:
-        size = sum(map(len, cut[2].chars)) + sum(map(len, cut[2].grams)) + 200
+        size = sum(map(len, cut[3].chars)) + sum(map(len, cut[3].grams)) + 200
         if cost + size > PENDING_BUDGET:
             groups.append([])
             cost = 0
@@ -521,8 +525,11 @@ class Store(SharedSql):
             raise ArchiveError(
                 f"{self.path} has schema version {current}, newer than this pi-memory ({SCHEMA_VERSION}); upgrade pi-memory"
             )
-        for version, (_name, sql) in enumerate(MIGRATIONS, start=1):
+        for version, (name, sql) in enumerate(MIGRATIONS, start=1):
             if version <= current:
+                continue
+            if name in DATA_STEPS:
+                self._run_data_step(version, sql, DATA_STEPS[name])
                 continue
             with self.write():
                 if self.user_version >= version:  # another process got there first
@@ -534,6 +541,31 @@ class Store(SharedSql):
 
     def _holds_nothing_indexed(self) -> bool:
         return not self.scalar("SELECT EXISTS (SELECT 1 FROM msg) OR EXISTS (SELECT 1 FROM run)")
+
+    def _run_data_step(self, version: int, sql: str, step: str) -> None:
+        """A migration with a data step: its (idempotent) SQL, the step in short transactions, the bump."""
+        with self.write():
+            if self.user_version >= version:
+                return
+            self.conn.execute(sql)
+        getattr(self, step)()
+        with self.write():
+            self.conn.execute(f"PRAGMA user_version={max(version, self.user_version)}")
+
+    DATA_STEP_BATCH = 500  # messages read per transaction of a data migration
+
+    def index_surface_chars(self) -> None:
+        """m007's data step: `msg_typed` for the messages archived before it (idempotent)."""
+        last = 0
+        while rows := self.rows(
+            "SELECT id, text FROM msg WHERE indexed AND id > ? ORDER BY id LIMIT ?", (last, self.DATA_STEP_BATCH)
+        ):
+            last = int(rows[-1][0])
+            texts = [(int(i), decode_text(raw)) for i, raw in rows]
+            with self.write():
+                for msg_id, text in texts:
+                    self.conn.execute("DELETE FROM msg_typed WHERE rowid = ?", (msg_id,))
+                    self.index_typed(msg_id, text)
 
     def integrity_errors(self) -> list[str]:
         rows = [str(r[0]) for r in self.conn.execute("PRAGMA integrity_check")]
@@ -607,6 +639,13 @@ class Store(SharedSql):
         """Take messages out of the full-text index (inside a write transaction; `forget`)."""
         for msg_id in msg_ids:
             self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
+            self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
+
+    def index_typed(self, msg_id: int, text: str) -> None:
+        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`)."""
+        typed = surface_chars(text)
+        if typed:
+            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, " ".join(typed)))
 
     def lock_workspace(self, workspace: str) -> None:
         """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.
@@ -746,6 +785,7 @@ class Store(SharedSql):
             self.pending_index = True
         elif m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
+            self.index_typed(msg_id, m.text)
         if m.raw is not None:
             self.conn.execute(
                 "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
@@ -867,28 +907,30 @@ class Store(SharedSql):
         while self.pending_index:
             rows = self.rows("SELECT id, text, nchars FROM msg WHERE indexed = 2 LIMIT ?", (PENDING_PER_WRITE,))
             self.pending_index = len(rows) == PENDING_PER_WRITE
-            cuts = [(int(msg_id), int(nchars), tokenize(decode_text(text))) for msg_id, text, nchars in rows]
+            texts = [(int(msg_id), int(nchars), decode_text(text)) for msg_id, text, nchars in rows]
+            cuts = [(msg_id, nchars, text, tokenize(text)) for msg_id, nchars, text in texts]
             for group in _by_index_cost(cuts):
                 done += self._index_claimed(group)
         return done
 
-    def _index_claimed(self, cuts: list[tuple[int, int, Tokens]]) -> int:
+    def _index_claimed(self, cuts: list[Pending]) -> int:
         """One transaction: claim the rows still pending, then index them (one FTS5 segment for the lot)."""
         with self.write():
             claimed = []
-            for msg_id, nchars, toks in cuts:
+            for msg_id, nchars, text, toks in cuts:
                 has_tokens = bool(toks.chars or toks.grams)
                 self.conn.execute("UPDATE msg SET indexed = ? WHERE id = ? AND indexed = 2", (int(has_tokens), msg_id))
                 if self.conn.changes() and has_tokens:
-                    claimed.append((msg_id, nchars, toks))
+                    claimed.append((msg_id, nchars, text, toks))
             # every UPDATE before the first insert: an UPDATE after one would flush a segment per message
-            for msg_id, _n, toks in claimed:
+            for msg_id, _n, text, toks in claimed:
                 self.conn.execute(
                     "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
                     (msg_id, toks.chars_text(), toks.grams_text()),
                 )
+                self.index_typed(msg_id, text)
             if claimed:
-                self.add_to_counters({"indexed_docs": len(claimed), "indexed_chars": sum(n for _, n, _ in claimed)})
+                self.add_to_counters({"indexed_docs": len(claimed), "indexed_chars": sum(c[1] for c in claimed)})
         return len(claimed)
 
     def defer_checkpoints(self) -> None:
