@@ -33,7 +33,7 @@ from common import HAND_QUERIES, Timer, grow_archive, latency_summary, result_he
 from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
 from scale import bm25_query  # noqa: E402  (the same baseline as scale.py)
 
-from pi_memory.api import Archive  # noqa: E402
+from pi_memory.archive.api import Archive
 
 BATCH_MESSAGES = 10_000
 

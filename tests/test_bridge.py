@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import python_cli
-from pi_memory.bridge import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
+from pi_memory.frontends.bridge.server import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
 from pi_memory.pg import redact
 
 

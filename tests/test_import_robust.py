@@ -17,8 +17,8 @@ import pytest
 import pi_memory
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.detail import RunWindow
 from pi_memory.ingest import PARALLEL_MIN_FILES
+from pi_memory.runs.detail import RunWindow
 from pi_memory.store import decode_text, decompress
 
 VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from conftest import BAD_DATA, PI_DATA
 from pg_support import connect
 from pi_memory import Archive
-from pi_memory.cli import cli
+from pi_memory.frontends.cli.main import cli
 from pi_memory.pg.store import PgStore
 
 

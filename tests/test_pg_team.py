@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from conftest import PI_DATA, python_cli
 from pg_support import as_role, connect
 from pi_memory import Archive
-from pi_memory.cli import cli
 from pi_memory.errors import ArchiveError, NotFound
+from pi_memory.frontends.cli.main import cli
 from pi_memory.pg import redact, roles_sql
 from pi_memory.pg.store import PermissionDenied
 from pi_memory.text import query_tokens

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pi_memory import ranking
+from pi_memory.core import ranking
 from pi_memory.text import QueryToken, normalize, query_tokens
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from pi_memory import Archive
+from pi_memory.archive.runview import format_summary_hits
+from pi_memory.core.format import EVIDENCE_HEADER
 from pi_memory.errors import BadInput
-from pi_memory.format import EVIDENCE_HEADER
 from pi_memory.runsearch import RunHit
-from pi_memory.runview import format_summary_hits
 from pi_memory.search import Hit
 from test_search import write_session
 

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from pi_memory import ranking, scoring
+from pi_memory import scoring
+from pi_memory.core import ranking
 from pi_memory.text import normalize, query_tokens, surface_forms, typed_forms
 
 

@@ -187,7 +187,7 @@ def test_watch_falls_back_to_polling_when_native_watching_is_refused(
     archive: Archive, tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """E.g. the per-user inotify instance limit is reached: watchdog's polling observer takes over."""
-    import pi_memory.watch as watch_module
+    import pi_memory.frontends.watch as watch_module
 
     class RefusingObserver(watch_module.Observer):  # type: ignore[misc,valid-type]
         def start(self) -> None:

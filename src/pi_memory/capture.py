@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .core.render import Rendered, render_message
+from .core.sources.pi import Entry, parse_iso_ms, project_of, render_entry
 from .errors import BadInput
 from .ingest import Importer, ImportReport, discover, write_messages
-from .render import Rendered, render_message
-from .sources.pi import Entry, parse_iso_ms, project_of, render_entry
 from .store import NewEntry, NewMessage, SessionRow, Store
 
 # How far apart (ms) a live custom message and its persisted entry may be stamped.

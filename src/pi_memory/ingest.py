@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import forget, runs
+from .core.sources.pi import Entry, ParsedSession, project_of
+from .core.sources.readers import read_session_file
 from .errors import ArchiveError
 from .parse_worker import Worker, WorkerGone
-from .sources.pi import Entry, ParsedSession, project_of
-from .sources.readers import read_session_file
+from .runs import forget
+from .runs import table as runs
 from .store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
 from .text import tokenize
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .sources.readers import claude_dir
+from .core.sources.readers import claude_dir
 from .store import Store
 
 DEFAULT_CLEANUP_DAYS = 30

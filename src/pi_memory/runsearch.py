@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import ranking
+from .core import ranking
+from .core.summary import fields_search_text
 from .errors import BadInput
-from .runs import RUN_COLUMNS, RunInfo, run_filters, run_from_row
+from .runs.table import RUN_COLUMNS, RunInfo, run_filters, run_from_row
 from .store import Store
-from .summary import fields_search_text
 from .text import QueryToken, normalize, query_tokens
 
 RARE_RUN_POSTINGS = 2_000  # runs of the rarest query tokens read in full per query

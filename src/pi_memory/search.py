@@ -39,7 +39,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import ranking, runsearch, scoring
+from . import runsearch, scoring
+from .core import ranking
 from .store import Store, decode_text
 from .text import (
     QueryToken,

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .core.sources.readers import Reader, open_tail, reader_for
 from .ingest import FileError, Importer, write_parsed
-from .sources.readers import Reader, open_tail, reader_for
 from .store import Store
 
 SETTLE_S = 0.5  # a possibly unfinished streamed message waits this long for its next block

@@ -18,30 +18,30 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from . import retention
-from .capture import BackfillReport, ImportSlice, LiveCapture, import_slice
-from .catalog import SessionListing, list_sessions
-from .detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
-from .errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from .forget import ForgetPlan, plan_target
-from .format import SHORT_ID, short_id
-from .ingest import Importer, ImportReport
-from .memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
-from .memory.find import INJECTION_BUDGET
-from .memory.log import ImportResult, RepairResult, parse_export
+from .. import retention
+from ..capture import BackfillReport, ImportSlice, LiveCapture, import_slice
+from ..core.format import SHORT_ID, short_id
+from ..core.sources.readers import AGENTS, existing_roots, session_roots
+from ..errors import ArchiveError, BadInput, CorruptDatabase, NotFound
+from ..ingest import Importer, ImportReport
+from ..memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
+from ..memory.find import INJECTION_BUDGET
+from ..memory.log import ImportResult, RepairResult, parse_export
+from ..pg import pg_url
+from ..retention import Advice
+from ..runs.catalog import SessionListing, list_sessions
+from ..runs.detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
+from ..runs.forget import ForgetPlan, plan_target
+from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
+from ..runsearch import RunHit, check_kinds, search_summaries
+from ..search import Filters, Hit, Searcher, SessionHit, rank_sessions
+from ..store import Store, decode_text, default_db_path
+from ..tail import Follower
+from ..text import clip
 from .overview import OVERVIEW_DAYS, Overview
-from .pg import pg_url
-from .retention import Advice
-from .runs import RunInfo, address_of, get_run, list_runs, parse_run_id
-from .runsearch import RunHit, check_kinds, search_summaries
-from .search import Filters, Hit, Searcher, SessionHit, rank_sessions
-from .sources.readers import AGENTS, existing_roots, session_roots
-from .store import Store, decode_text, default_db_path
-from .tail import Follower
-from .text import clip
 
 if TYPE_CHECKING:
-    from .review import Report
+    from ..review import Report
 
 READ_BEFORE, READ_AFTER = 4, 6
 REVIEW_MIN_COUNT = 3  # a finding seen this often gets a draft rule
@@ -163,7 +163,7 @@ class Archive:
         """
         url = pg_url(path)
         if url is not None:
-            from .pg.archive import PgArchive
+            from .team import PgArchive
 
             return PgArchive.connect(url)
         db_path = Path(path).expanduser() if path else default_db_path()
@@ -452,7 +452,7 @@ class Archive:
 
     def compact_plan(self, params: dict[str, Any]) -> dict[str, Any]:
         """The bridge's answer to `session_before_compact`; `{"skip": true}` lets pi summarize itself."""
-        from .compact import load_settings, timed_plan
+        from ..compact import load_settings, timed_plan
 
         settings = load_settings(params.get("cwd") or Path.cwd())
         if not settings.takeover:
@@ -468,23 +468,23 @@ class Archive:
         reason: str | None = None,
     ) -> Any:
         """After `session_compact`: record the window and the rule-derived memories (once per entry)."""
-        from .compact.commit import on_compacted
+        from ..compact.commit import on_compacted
 
         return on_compacted(self, session_id, compaction_entry, branch_entries, cwd, reason=reason)
 
     def compact_windows(self, session_id: str) -> list[Any]:
-        from .compact.window import list_windows
+        from ..compact.window import list_windows
 
         return list_windows(self.store, session_id)
 
     def verify_compact_windows(self, session_id: str) -> list[str]:
         """Problems in a session's window hash chain; empty when it holds."""
-        from .compact.window import list_windows, verify_chain
+        from ..compact.window import list_windows, verify_chain
 
         return verify_chain(list_windows(self.store, session_id))
 
     def compact_status(self, cwd: str | Path, session_id: str | None = None) -> Any:
-        from .compact.status import compact_status
+        from ..compact.status import compact_status
 
         return compact_status(self, cwd, self.resolve_session(session_id) if session_id else None)
 
@@ -492,7 +492,7 @@ class Archive:
         self, session: str, entry_ids: list[str], raw: bool = False, offset: int = 0, limit: int = 4000
     ) -> Any:
         """Messages (and, with `raw`, verbatim entry segments) by pi entry id: what a checkpoint cites."""
-        from .compact.recall import read_entries
+        from ..compact.recall import read_entries
 
         with self.store.read():
             return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
@@ -501,14 +501,14 @@ class Archive:
 
     def fold_addresses(self, session_id: str, entry_ids: list[str]) -> dict[str, str]:
         """pi entry id -> run address (`r12/m4`) for the entries of a session the archive has in runs."""
-        from .fold.archive import addresses_for_entries
+        from ..compact.fold.archive import addresses_for_entries
 
         with self.store.read():
             return addresses_for_entries(self.store, session_id, entry_ids)
 
     def fold_records(self, session: str) -> tuple[list[Any], int]:
         """A session's fold records in order, and how many precede its last compaction."""
-        from .fold.archive import session_fold_records
+        from ..compact.fold.archive import session_fold_records
 
         with self.store.read():
             return session_fold_records(self.store, self.resolve_session(session))
@@ -601,7 +601,7 @@ class Archive:
 
     def rebuild_runs(self, session: str | None = None) -> int:
         """Re-segment and re-summarize every session (or one); returns the number of runs."""
-        from .runs import rebuild
+        from ..runs.table import rebuild
 
         return rebuild(self.store, self.resolve_session(session) if session else None)
 
@@ -611,7 +611,7 @@ class Archive:
 
     def forget(self, target: str) -> ForgetPlan:
         """Delete for real (rows, verbatim copies, index entries, runs) and keep a tombstone."""
-        from .forget import execute
+        from ..runs.forget import execute
 
         return execute(self.store, self.plan_forget(target))
 
@@ -691,7 +691,7 @@ class Archive:
         `params` as the tool sends them (see `recall.PARAMS`); the answer is JSON-able, with the
         `text` a model reads (evidence header, within 16,000 chars) unless `text=False`.
         """
-        from .recall import format_recall, recall
+        from ..recall import format_recall, recall
 
         result = recall(self, params)
         out = result.to_dict()
@@ -712,7 +712,7 @@ class Archive:
     ) -> Report:
         """Recurring failures, user corrections, cost of work, draft rules and the ledger of the
         workspace's memories (`cwd`), over the runs started in [since, until] (dates inclusive)."""
-        from .review import MemoryInfo, Scope, review
+        from ..review import MemoryInfo, Scope, review
 
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
@@ -733,7 +733,7 @@ class Archive:
     def review_link(self, memory_id: str, signature: str, cwd: str | Path | None = None) -> dict[str, Any]:
         """Say that a memory addresses a finding (a signature, its `sig_` key, or a command as typed);
         the ledger then counts that finding before and after the memory was written."""
-        from .review import add_link, link_key
+        from ..review import add_link, link_key
 
         if not signature or not signature.strip():
             raise BadInput("give the finding's signature (or its sig_ key) as shown by `pi-memory review`")

@@ -12,13 +12,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .format import EVIDENCE_HEADER, READ_CAP, READ_MESSAGE_CLIP, SEARCH_CAP, home_path, local_time, plural, short_id
-from .text import clip
+from ..core.format import (
+    EVIDENCE_HEADER,
+    READ_CAP,
+    READ_MESSAGE_CLIP,
+    SEARCH_CAP,
+    home_path,
+    local_time,
+    plural,
+    short_id,
+)
+from ..text import clip
 
 if TYPE_CHECKING:
-    from .detail import MessageDetail, RunWindow
-    from .runs import RunInfo
-    from .runsearch import RunHit
+    from ..runs.detail import MessageDetail, RunWindow
+    from ..runs.table import RunInfo
+    from ..runsearch import RunHit
 
 
 def run_line(run: RunInfo) -> str:

@@ -18,17 +18,17 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
-from .. import forget as forget_plan
-from ..api import Archive
+from ..core.sources.readers import AGENTS
 from ..errors import ArchiveError, BadInput
-from ..forget import ForgetPlan
+from ..pg.push import PushReport, push
+from ..pg.search import PgSearcher, TeamFilters, writer_filter
+from ..pg.store import PgStore
+from ..runs import forget as forget_plan
+from ..runs.forget import ForgetPlan
 from ..runsearch import RunHit
 from ..search import Hit
-from ..sources.readers import AGENTS
 from ..store import Store
-from .push import PushReport, push
-from .search import PgSearcher, TeamFilters, writer_filter
-from .store import PgStore
+from .api import Archive
 
 
 class TeamForgetPlan(ForgetPlan):

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from .text import clip
+from ..text import clip
 
 if TYPE_CHECKING:
-    from .api import Stats, Window
-    from .search import Hit, SessionHit
+    from ..archive.api import Stats, Window
+    from ..search import Hit, SessionHit
 
 SEARCH_CAP = 6_000
 READ_CAP = 8_000

@@ -35,10 +35,10 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from pydantic import Field
 
-from . import format as fmt
-from .api import READ_AFTER, READ_BEFORE, Archive
-from .errors import ArchiveError
-from .search import Hit
+from ..archive.api import READ_AFTER, READ_BEFORE, Archive
+from ..core import format as fmt
+from ..errors import ArchiveError
+from ..search import Hit
 
 SEARCH_LIMIT, SEARCH_MAX = 10, 20
 READ_MAX_SIDE = 20
@@ -132,7 +132,7 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
             int | None, Field(description="Draft rules for findings seen this often (default 3)")
         ] = None,
     ) -> str:
-        from .review import format_report
+        from ..review import format_report
 
         with _tool_errors():
             report = archive.review(
@@ -207,7 +207,7 @@ def memory_tools(archive: Archive) -> list[Tool]:
 
 
 def _memory_registry() -> tuple[dict[str, Any], dict[str, Any]]:
-    for module_name in ("pi_memory.memory", "pi_memory.memory.tools"):
+    for module_name in ("pi_memory.memory", "pi_memory.frontends.tools.memory"):
         try:
             module = importlib.import_module(module_name)
         except ImportError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ..format import plural
+from ..core.format import plural
 from ..text import clip
 from .chain import ChainReport
 from .model import MemoryRecord

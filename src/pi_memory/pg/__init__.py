@@ -50,8 +50,8 @@ def roles_sql() -> str:
 
 def team_search_options(archive: object, mine: bool, team: str | None, authors: Sequence[str]) -> dict[str, Any]:
     """The who-wrote-it search filters as keyword arguments; a clear error on a local archive."""
+    from ..archive.team import PgArchive
     from ..errors import BadInput
-    from .archive import PgArchive
 
     options: dict[str, Any] = {}
     if mine:

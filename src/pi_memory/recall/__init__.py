@@ -29,11 +29,8 @@ from .model import RECALL_MAX_CHARS, RecallItem, RecallRequest, RecallResult, al
 from .present import format_recall
 from .scope import branch_ids_from
 from .select import recall
-from .tool import RECALL_TOOL_SPEC, bridge_recall
 
 __all__ = [
-    "RECALL_TOOL_SPEC",
-    "bridge_recall",
     "RECALL_MAX_CHARS",
     "RecallItem",
     "RecallRequest",

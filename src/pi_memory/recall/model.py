@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.format import EVIDENCE_HEADER
+from ..core.render import ROLES, SUMMARY, TOOL_ERROR, TOOL_RESULT
 from ..errors import BadInput
-from ..format import EVIDENCE_HEADER
-from ..render import ROLES, SUMMARY, TOOL_ERROR, TOOL_RESULT
 
 RECALL_MAX_CHARS = 16_000  # spec `recallMaxChars`: what a model reads from one recall
 LIMIT_DEFAULT, LIMIT_MAX = 8, 30

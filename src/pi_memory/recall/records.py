@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ..compact.recall import segment
-from ..detail import message_detail_text, strip_attachments
+from ..runs.detail import message_detail_text, strip_attachments
 from ..store import Store, decode_text, decompress
 from ..text import clip
 from .model import SNIPPET_CHARS, RecallItem, RecallRequest, record_kind, source_class_of

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..core.sources.pi import active_branch, read_session_file
 from ..errors import BadInput
 from ..search import Filters
-from ..sources.pi import active_branch, read_session_file
 from ..store import Store
 from .model import LINEAGE_MAX, RecallRequest, id_list
 
 if TYPE_CHECKING:
-    from ..api import Archive
+    from ..archive.api import Archive
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..core.render import TOOL_ERROR, TOOL_RESULT
 from ..errors import BadInput
-from ..render import TOOL_ERROR, TOOL_RESULT
 from ..search import Filters, filter_sql
 from ..store import Store, decode_text, decompress
 from ..text import clip, normalize, query_phrases_for_snippet, snippet
@@ -25,7 +25,7 @@ from .records import attach_bodies, attach_body, full_text, load_items, rendered
 from .scope import Scope, resolve_scope
 
 if TYPE_CHECKING:
-    from ..api import Archive
+    from ..archive.api import Archive
 
 
 # --- the three ways of selecting ------------------------------------------------------

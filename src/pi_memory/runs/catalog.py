@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from . import format as fmt
-from .store import Store
+from ..core import format as fmt
+from ..store import Store
 
 LIST_MAX = 1000  # the same cap as `runs`
 

@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import BadInput, NotFound
-from .format import EVIDENCE_HEADER
-from .runs import RunInfo, get_run
-from .store import Store, decode_text, decompress
+from ..core.format import EVIDENCE_HEADER
+from ..errors import BadInput, NotFound
+from ..store import Store, decode_text, decompress
+from .table import RunInfo, get_run
 
 PAGE_BYTES = 12 * 1024  # one page of a detail read, in UTF-8 bytes (spec 004: 12 KB)
 RUN_READ_MAX_MESSAGES = 400  # a run read loads at most this many messages; the 8K cap cuts first anyway

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import runs
-from .errors import BadInput, NotFound
-from .format import plural
-from .store import Store
+from ..core.format import plural
+from ..errors import BadInput, NotFound
+from ..store import Store
+from . import table as runs
 
 CHUNK = 500
 MIN_PREFIX = 8  # a session prefix this long may be all digits

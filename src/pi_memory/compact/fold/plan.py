@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..compact.boundary import UNFINISHED_STOPS, tool_call_ids
+from ..boundary import UNFINISHED_STOPS, tool_call_ids
 from .apply import Applied, locate
 from .records import FoldRecord, Item, Stub
 from .render import args_text, block_text, merge_text, stub_text

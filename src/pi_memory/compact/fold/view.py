@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..compact.boundary import context_message, context_start
+from ..boundary import context_message, context_start
 
 Message = dict[str, Any]
 FOLD_TOOLS = frozenset({"fold", "compress"})

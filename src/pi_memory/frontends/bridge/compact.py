@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api import Archive
-from ..bridge import BadParams, method, opt_int, opt_str, req_dict, req_str
-from ..recall import bridge_recall
-from .recall import format_entries
-from .status import format_status
+from ...archive.api import Archive
+from ...compact.recall import format_entries
+from ...compact.status import format_status
+from ..tools.recall import bridge_recall
+from .server import BadParams, method, opt_int, opt_str, req_dict, req_str
 
 
 def _entries(params: dict[str, Any], key: str) -> list[dict[str, Any]]:

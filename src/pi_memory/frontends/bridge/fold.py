@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..api import Archive
-from ..bridge import BadParams, method, opt_int, opt_str, req_str
-from ..compact.config import load_settings
-from ..detail import MessageDetail
-from ..runview import format_detail, format_run_window
-from .plan import FoldSettings
-from .service import Lookup, fold_now, on_context, status
+from ...archive.api import Archive
+from ...archive.runview import format_detail, format_run_window
+from ...compact.config import load_settings
+from ...compact.fold.plan import FoldSettings
+from ...compact.fold.service import Lookup, fold_now, on_context, status
+from ...runs.detail import MessageDetail
+from .server import BadParams, method, opt_int, opt_str, req_str
 
 
 def _list(params: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -27,13 +27,13 @@ from typing import IO, Any
 
 import apsw
 
-from . import format as fmt
-from .api import Archive
-from .errors import ArchiveError, BadInput, NotFound
-from .ingest import run_deferred_hooks
-from .memory.tools import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
-from .review.commands import BRIDGE_METHODS as REVIEW_BRIDGE_METHODS
-from .search import Hit
+from ...archive.api import Archive
+from ...core import format as fmt
+from ...errors import ArchiveError, BadInput, NotFound
+from ...ingest import run_deferred_hooks
+from ...search import Hit
+from ..tools.memory import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
+from ..tools.review import BRIDGE_METHODS as REVIEW_BRIDGE_METHODS
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 SEARCH_MAX_LIMIT = 50
@@ -430,5 +430,5 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
         _close(archive)
 
 
-from .compact import bridge_methods as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)
-from .fold import bridge_methods as _fold_methods  # noqa: E402, F401  (registers the fold_* methods)
+from . import compact as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)
+from . import fold as _fold_methods  # noqa: E402, F401  (registers the fold_* methods)

@@ -19,15 +19,15 @@ from typing import Any, TypeVar
 import apsw
 import click
 
-from . import format as fmt
-from . import runview
-from .api import Archive, move_aside
-from .errors import ArchiveError, BadInput
-from .format import plural
+from ...archive import runview
+from ...archive.api import Archive, move_aside
+from ...core import format as fmt
+from ...core.format import plural
+from ...errors import ArchiveError, BadInput
+from ...runsearch import KINDS
+from ...search import timed
+from ...text import HIT_CLOSE, HIT_OPEN
 from .progress import ImportProgress
-from .runsearch import KINDS
-from .search import timed
-from .text import HIT_CLOSE, HIT_OPEN
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -183,7 +183,7 @@ def import_cmd(
 ) -> None:
     """Import session files or folders (default: every pi, Claude Code and Codex folder that exists)."""
     with open_archive(ctx) as archive:
-        from .ingest import discover
+        from ...ingest import discover
 
         try:
             files = discover(list(paths) or archive.session_roots(agent))
@@ -303,7 +303,7 @@ def search(
     Hits show every occurrence of the query's words, in colour on a terminal and
     between ⟦ ⟧ otherwise (also in --json snippets).
     """
-    from .pg import team_search_options
+    from ...pg import team_search_options
 
     if not query.strip():
         raise UsageProblem("the query is empty: give one or more words (pi-memory search --help explains queries)")
@@ -409,7 +409,7 @@ def check(ctx: click.Context) -> None:
 @click.pass_context
 def status(ctx: click.Context, cwd: Path | None, session: str | None, as_json: bool) -> None:
     """Compaction and memory settings in effect, archive size, the last compaction (read-only)."""
-    from .compact.status import format_status
+    from ...compact.status import format_status
 
     with open_archive(ctx) as archive:
         st = archive.compact_status(cwd or Path.cwd(), session)
@@ -432,7 +432,7 @@ def entries(
     ctx: click.Context, session: str, entry_ids: tuple[str, ...], raw: bool, offset: int, limit: int, as_json: bool
 ) -> None:
     """Read entries of a session by pi entry id (the ids a compaction checkpoint cites)."""
-    from .compact.recall import format_entries
+    from ...compact.recall import format_entries
 
     with open_archive(ctx) as archive:
         found = archive.read_entries(session, list(entry_ids), raw=raw, offset=offset, limit=limit)
@@ -530,7 +530,7 @@ def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
 def mcp(ctx: click.Context) -> None:
     """Serve session_search and session_read (and memory tools) to MCP clients over stdio."""
     try:
-        from .mcp_server import serve_stdio
+        from ..mcp_server import serve_stdio
     except ImportError:
         raise click.ClickException("the MCP server needs the mcp extra: pip install 'pi-memory[mcp]'") from None
     try:
@@ -547,7 +547,7 @@ def mcp(ctx: click.Context) -> None:
 def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> None:
     """Follow session folders (default: every agent's) and archive new lines as they are written."""
     try:
-        from .watch import watch as follow
+        from ..watch import watch as follow
     except ImportError:
         raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
     with open_archive(ctx) as archive:
@@ -597,7 +597,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def sessions(ctx: click.Context, agent: str | None, project: str | None, limit: int, as_json: bool) -> None:
     """List archived sessions, most recently active first."""
-    from .catalog import format_listing
+    from ...runs.catalog import format_listing
 
     with open_archive(ctx) as archive:
         found = archive.sessions(agent=agent, project=project, limit=limit)
@@ -612,7 +612,7 @@ def sessions(ctx: click.Context, agent: str | None, project: str | None, limit: 
 @click.pass_context
 def bridge(ctx: click.Context) -> None:
     """Serve the archive to the pi extension: one JSON request per line on stdin, one response per line on stdout."""
-    from .bridge import serve
+    from ..bridge.server import serve
 
     db = (ctx.find_object(dict) or {}).get("db")
     stdin = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)  # unbuffered: the bridge selects on it
@@ -633,7 +633,7 @@ def bridge(ctx: click.Context) -> None:
 @click.pass_context
 def serve(ctx: click.Context, port: int, host: str, token: str | None, open_browser: bool, write: bool) -> None:
     """Browse the archive in a web browser: search, sessions, runs, the memory log (needs the web extra)."""
-    from .web import serve as run_server
+    from ..web import serve as run_server
 
     with open_archive(ctx) as archive:
         run_server(archive, host, port, token=token, write=write, open_browser=open_browser, announce=_say_err)
@@ -701,7 +701,7 @@ def remember_cmd(
     as_json: bool,
 ) -> None:
     """Remember TEXT for this workspace (authoritative: it goes into the agent's prompt)."""
-    from .memory.present import format_write
+    from ...memory.present import format_write
 
     with open_archive(ctx) as archive:
         done = archive.memory_remember(
@@ -735,7 +735,7 @@ def memories_cmd(
     as_json: bool,
 ) -> None:
     """List or search this workspace's memories (default: pinned, active and recent proposals)."""
-    from .memory.present import format_listing
+    from ...memory.present import format_listing
 
     with open_archive(ctx) as archive:
         listing = archive.memory_list(cwd, " ".join(query), status=status, kind=kind, session_id=session_id)
@@ -756,7 +756,7 @@ def _memory_change(action: str, help_text: str) -> click.Command:
     def command(
         ctx: click.Context, /, ref: str, cwd: Path | None, session_id: str | None, as_json: bool, **extra: Any
     ) -> None:
-        from .memory.present import format_write
+        from ...memory.present import format_write
 
         with open_archive(ctx) as archive:
             if action == "forget":
@@ -789,7 +789,7 @@ memory.add_command(_memory_change("unpin", "Unpin a memory."))
 @click.pass_context
 def memory_show(ctx: click.Context, ref: str, cwd: Path | None, session_id: str | None, as_json: bool) -> None:
     """Show one memory in full."""
-    from .memory.present import format_record
+    from ...memory.present import format_record
 
     with open_archive(ctx) as archive:
         record = archive.memory_get(cwd, ref, session_id=session_id)
@@ -806,7 +806,7 @@ def memory_show(ctx: click.Context, ref: str, cwd: Path | None, session_id: str 
 @click.pass_context
 def memory_verify(ctx: click.Context, cwd: Path | None, all_workspaces: bool, as_json: bool) -> None:
     """Re-check every hash of the memory log; exit 1 if a chain is broken."""
-    from .memory.present import format_report
+    from ...memory.present import format_report
 
     with open_archive(ctx) as archive:
         reports = archive.memory_verify(cwd, all_workspaces=all_workspaces)
@@ -831,7 +831,7 @@ def memory_verify(ctx: click.Context, cwd: Path | None, all_workspaces: bool, as
 @click.pass_context
 def memory_export(ctx: click.Context, cwd: Path | None, raw: bool, output: Path | None) -> None:
     """Write the workspace's memory log as JSONL (one event per line, with its hash)."""
-    from .memory.present import chain_warning
+    from ...memory.present import chain_warning
 
     with open_archive(ctx) as archive:
         lines, report = archive.memory_export(cwd, raw=raw)
@@ -1004,7 +1004,7 @@ cli.add_command(forget_cmd, "forget-memory")
 @click.pass_context
 def recall_cmd(ctx: click.Context, /, query: tuple[str, ...], **options: Any) -> None:
     """Search, list or read back a session's records by branch, file, kind and entry id."""
-    from .recall import branch_ids_from
+    from ...recall import branch_ids_from
 
     as_json = options.pop("as_json")
     if not (" ".join(query).strip() or options["file_path"] or options["entry_ids"] or options["list_mode"]):
@@ -1071,7 +1071,7 @@ def review(
     """Recurring failures, user corrections, cost of work, draft rules, and whether memories helped."""
     if ctx.invoked_subcommand is not None:
         return
-    from .review import format_report
+    from ...review import format_report
 
     with open_archive(ctx) as archive:
         report = archive.review(since=since, until=until, project=project, agent=agent, min_count=min_count, cwd=cwd)
@@ -1103,7 +1103,7 @@ def review_link(
 @cli.command("pg-roles")
 def pg_roles() -> None:
     """Print the SQL that creates the team archive's reader, writer and admin roles."""
-    from .pg import roles_sql
+    from ...pg import roles_sql
 
     click.echo(roles_sql(), nl=False)
 
@@ -1114,9 +1114,9 @@ def pg_roles() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def push(source: str | None, target: str, as_json: bool) -> None:
     """Copy a local archive to the team archive (idempotent; an interrupted push resumes)."""
-    from .pg import pg_url
-    from .pg.archive import PgArchive
-    from .store import default_db_path
+    from ...archive.team import PgArchive
+    from ...pg import pg_url
+    from ...store import default_db_path
 
     if pg_url(target) is None:
         raise click.ClickException("--to must be a postgresql:// URL")

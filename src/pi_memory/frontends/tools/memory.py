@@ -21,15 +21,15 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..compact.config import load_settings
-from ..errors import BadInput
-from . import present
-from .find import INJECTION_BUDGET
-from .model import KINDS, STATUS_FILTERS
-from .service import Memories
+from ...compact.config import load_settings
+from ...errors import BadInput
+from ...memory import present
+from ...memory.find import INJECTION_BUDGET
+from ...memory.model import KINDS, STATUS_FILTERS
+from ...memory.service import Memories
 
 if TYPE_CHECKING:
-    from ..api import Archive
+    from ...archive.api import Archive
 
 OUTPUT_CAP = 16_000  # chars of JSON per tool result
 READ_SEGMENT = 4_000  # default page of a body

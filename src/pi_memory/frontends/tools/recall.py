@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadInput
-from .model import ACTIONS, KINDS, LIMIT_MAX, MAX_IDS, RAW_LIMIT_MAX, SOURCE_CLASSES
-from .present import format_recall
-from .select import recall
+from ...errors import BadInput
+from ...recall.model import ACTIONS, KINDS, LIMIT_MAX, MAX_IDS, RAW_LIMIT_MAX, SOURCE_CLASSES
+from ...recall.present import format_recall
+from ...recall.select import recall
 
 if TYPE_CHECKING:
-    from ..api import Archive
+    from ...archive.api import Archive
 
 HOST_KEYS = ("session", "session_id", "sessionId", "branch_ids", "branchIds")
 

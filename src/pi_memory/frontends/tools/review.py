@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import BadInput
-from .report import dream_prompt, format_report
+from ...errors import BadInput
+from ...review.report import dream_prompt, format_report
 
 if TYPE_CHECKING:
-    from ..api import Archive
+    from ...archive.api import Archive
 
 PI_DAYS = 30
 DAY_MS = 24 * 3600 * 1000

@@ -28,10 +28,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..api import REVIEW_MIN_COUNT, Archive
-from ..detail import PAGE_BYTES, MessageDetail
-from ..errors import ArchiveError, BadInput, NotFound
-from ..overview import OVERVIEW_DAYS, Overview
+from ...archive.api import REVIEW_MIN_COUNT, Archive
+from ...archive.overview import OVERVIEW_DAYS, Overview
+from ...errors import ArchiveError, BadInput, NotFound
+from ...runs.detail import PAGE_BYTES, MessageDetail
 from . import security, views
 
 HERE = Path(__file__).parent

@@ -8,10 +8,10 @@ import webbrowser
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import BadInput
+from ...errors import BadInput
 
 if TYPE_CHECKING:
-    from ..api import Archive
+    from ...archive.api import Archive
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8765
 

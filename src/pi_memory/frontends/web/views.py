@@ -14,9 +14,9 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from ..detail import page
-from ..errors import BadInput
-from ..text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
+from ...errors import BadInput
+from ...runs.detail import page
+from ...text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 
 TRACKS = ("messages", "runs", "sessions")
 KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
