@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import pi_memory.frontends.cli.main as cli_module
+import pi_memory.frontends.cli.shell as cli_module
 from pi_memory.frontends.cli.main import EXAMPLES, INTERNAL_COMMANDS, cli
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,0 +1,38 @@
+"""The facade: `Archive`, the one object every front end uses, and the presenters of its answers.
+
+What it is for: a front end (CLI, bridge, MCP, watch, web) opens an `Archive`,
+calls one method and renders what comes back with a presenter (`present`); it
+holds no SQL and no rules of its own. The facade composes the components
+below it; `team` is the same API over a PostgreSQL team archive.
+
+May import: every component below it (core, storage, runs, search, ingest,
+memory, compact, recall, review, pg). Never a front end.
+"""
+
+from ..ingest import discover
+from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
+from ..runsearch import KINDS
+from ..search import Hit, SessionHit, timed
+from ..store import default_db_path
+from .api import REVIEW_MIN_COUNT, Archive, Stats, Window, move_aside
+from .overview import OVERVIEW_DAYS, Overview
+
+__all__ = [
+    "KINDS",
+    "OVERVIEW_DAYS",
+    "PAGE_BYTES",
+    "REVIEW_MIN_COUNT",
+    "Archive",
+    "Hit",
+    "MessageDetail",
+    "Overview",
+    "RunWindow",
+    "SessionHit",
+    "Stats",
+    "Window",
+    "default_db_path",
+    "discover",
+    "move_aside",
+    "page",
+    "timed",
+]
