@@ -23,7 +23,7 @@ from ..capture import BackfillReport, ImportSlice, LiveCapture, import_slice
 from ..core.format import SHORT_ID, short_id
 from ..core.sources.readers import AGENTS, existing_roots, session_roots
 from ..errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from ..ingest import Importer, ImportReport
+from ..ingest import Importer, ImportReport, run_deferred_hooks
 from ..memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from ..memory.find import INJECTION_BUDGET
 from ..memory.log import ImportResult, RepairResult, parse_export
@@ -677,6 +677,23 @@ class Archive:
 
     def set_session_name(self, session_id: str, name: str | None) -> None:
         self.live.set_session_name(session_id, name)
+
+    def live_mode(self) -> None:
+        """For a long-lived host (the bridge): live writes leave their after-write hooks (runs) and
+        WAL checkpoints for an idle moment, `catch_up` and `checkpoint`."""
+        self.store.defer_checkpoints()
+        self.store.defer_hooks()
+
+    def catch_up(self) -> bool:
+        """Run the after-write hooks that live writes put off; True if any ran."""
+        return run_deferred_hooks(self.store)
+
+    def checkpoint(self) -> None:
+        self.store.checkpoint()
+
+    @property
+    def schema_version(self) -> int:
+        return self.store.user_version
 
     def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
         """One batch of a long import, so a host can yield between batches and show progress."""

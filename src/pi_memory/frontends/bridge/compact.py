@@ -16,7 +16,7 @@ from ...archive.api import Archive
 from ...compact.recall import format_entries
 from ...compact.status import format_status
 from ..tools.recall import bridge_recall
-from .server import BadParams, method, opt_int, opt_str, req_dict, req_str
+from .protocol import BadParams, method, opt_int, opt_str, req_dict, req_str
 
 
 def _entries(params: dict[str, Any], key: str) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from ...compact.config import load_settings
 from ...compact.fold.plan import FoldSettings
 from ...compact.fold.service import Lookup, fold_now, on_context, status
 from ...runs.detail import MessageDetail
-from .server import BadParams, method, opt_int, opt_str, req_str
+from .protocol import BadParams, method, opt_int, opt_str, req_str
 
 
 def _list(params: dict[str, Any], key: str) -> list[dict[str, Any]]:

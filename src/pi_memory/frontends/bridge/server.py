@@ -9,8 +9,9 @@ no process start. The protocol is one JSON object per line each way:
     <- {"id": 7, "result": 1234}
     <- {"id": 7, "error": {"code": "bad_params", "message": "session_id is required"}}
 
-Methods are a plain registry (`METHODS`: name -> function(archive, params)), so
-other features add theirs with `@method("name")`. A bad request of any kind
+Methods are a plain registry (`protocol.METHODS`: name -> function(archive,
+params)); each method module adds its own with `@method("name")`: `methods` (the
+archive's), `compact`, `fold`, and the memory and review tools. A bad request of any kind
 (not JSON, unknown method, bad params, a line over `MAX_REQUEST_BYTES`) gets an
 error response and the loop goes on: the bridge exits only on EOF or `shutdown`.
 """
@@ -21,208 +22,25 @@ import json
 import select
 import sys
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 import apsw
 
-from ...archive.api import Archive
-from ...core import format as fmt
+from ...archive import Archive
 from ...errors import ArchiveError, BadInput, NotFound
-from ...ingest import run_deferred_hooks
-from ...search import Hit
-from ..tools.memory import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
-from ..tools.review import BRIDGE_METHODS as REVIEW_BRIDGE_METHODS
+from . import compact as _compact_methods  # noqa: F401  (registers the compact_* methods)
+from . import fold as _fold_methods  # noqa: F401  (registers the fold_* methods)
+from . import methods as _archive_methods  # noqa: F401  (registers hello, capture, search, read...)
+from .protocol import METHODS, BadParams
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
-SEARCH_MAX_LIMIT = 50
-IMPORT_BATCH_FILES = 20
 IDLE_SECONDS = 0.2
 CHECKPOINT_EVERY = 500
-
-Handler = Callable[[Archive, dict[str, Any]], Any]
-METHODS: dict[str, Handler] = {}
-
-
-class BadParams(BadInput):
-    """A request whose params are missing or of the wrong type."""
 
 
 class Shutdown(Exception):
     """Raised by the `shutdown` handler after its response is decided."""
-
-
-def method(name: str) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        METHODS[name] = fn
-        return fn
-
-    return register
-
-
-# --- params: small checked getters, one clear message each ----------------------------
-
-
-def req_str(params: dict[str, Any], key: str) -> str:
-    value = params.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise BadParams(f"{key} is required (a non-empty string)")
-    return value
-
-
-def opt_str(params: dict[str, Any], key: str) -> str | None:
-    value = params.get(key)
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise BadParams(f"{key} must be a string")
-    return value
-
-
-def opt_int(params: dict[str, Any], key: str, default: int | None, lo: int = 0, hi: int = 1 << 62) -> int | None:
-    value = params.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise BadParams(f"{key} must be an integer")
-    return max(lo, min(int(value), hi))
-
-
-def req_dict(params: dict[str, Any], key: str) -> dict[str, Any]:
-    value = params.get(key)
-    if not isinstance(value, dict):
-        raise BadParams(f"{key} is required (a JSON object)")
-    return value
-
-
-def req_list(params: dict[str, Any], key: str) -> list[Any]:
-    value = params.get(key)
-    if not isinstance(value, list):
-        raise BadParams(f"{key} is required (a JSON array)")
-    return value
-
-
-# --- methods ----------------------------------------------------------------------------
-
-
-@method("hello")
-def hello(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        ver = version("pi-memory")
-    except PackageNotFoundError:
-        ver = "unknown"
-    return {
-        "version": ver,
-        "db": getattr(archive, "url", None) or str(archive.path),  # a team archive has a URL, not a path
-        "schema": archive.store.user_version,
-        "methods": sorted(METHODS),
-        "recovered_from": str(archive.recovered_from) if archive.recovered_from else None,
-    }
-
-
-@method("session_start")
-def session_start(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    sid = req_str(params, "session_id")
-    archive.ensure_session(
-        sid,
-        opt_str(params, "cwd") or "",
-        name=opt_str(params, "name"),
-        started_at=params.get("started_at") if isinstance(params.get("started_at"), (int, str)) else None,
-        source_path=opt_str(params, "source_path"),
-    )
-    # a damaged archive was moved aside at open: the first session to start tells the user, once
-    recovered, archive.recovered_from = archive.recovered_from, None
-    return {"session_id": sid, "recovered_from": str(recovered) if recovered else None}
-
-
-@method("capture")
-def capture(archive: Archive, params: dict[str, Any]) -> int | None:
-    return archive.capture_message(
-        req_str(params, "session_id"),
-        req_dict(params, "message"),
-        entry_id=opt_str(params, "entry_id"),
-        parent_id=opt_str(params, "parent_id"),
-    )
-
-
-@method("capture_entry")
-def capture_entry(archive: Archive, params: dict[str, Any]) -> int | None:
-    return archive.capture_entry(req_str(params, "session_id"), req_dict(params, "entry"))
-
-
-@method("backfill")
-def backfill(archive: Archive, params: dict[str, Any]) -> dict[str, int]:
-    entries = req_list(params, "entries")
-    if not all(isinstance(e, dict) for e in entries):
-        raise BadParams("entries must be JSON objects")
-    return archive.backfill(req_str(params, "session_id"), entries).to_dict()
-
-
-@method("set_name")
-def set_name(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    sid = req_str(params, "session_id")
-    archive.set_session_name(sid, opt_str(params, "name"))
-    return {"session_id": sid}
-
-
-@method("search")
-def search(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    query = req_str(params, "query")
-    limit = opt_int(params, "limit", 10, 1, SEARCH_MAX_LIMIT) or 10
-    found = archive.search(
-        query,
-        limit=limit,
-        project=opt_str(params, "project"),
-        since=opt_str(params, "since"),
-        session=opt_str(params, "session"),
-    )
-    hits = [h for h in found if isinstance(h, Hit)]  # the content track: message hits
-    return {
-        "text": fmt.format_search(hits, query, evidence=True),
-        "hits": [dict(h.to_dict(), cwd=h.cwd, session_name=h.session_name) for h in hits],
-    }
-
-
-@method("read")
-def read(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    window = archive.read(
-        req_str(params, "session_id"),
-        around=opt_int(params, "around", None),
-        before=opt_int(params, "before", 4, 0, 50) or 0,
-        after=opt_int(params, "after", 6, 0, 50) or 0,
-    )
-    return {"text": fmt.format_read(window, evidence=True), "window": window.to_dict()}
-
-
-@method("stats")
-def stats(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    st = archive.stats()
-    return {"text": fmt.format_stats(st), "stats": st.to_dict()}
-
-
-@method("import")
-def import_batch(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    """One batch of files; the caller repeats with `offset = next_offset` until it is null."""
-    paths = params.get("paths")
-    if paths is not None and (not isinstance(paths, list) or not all(isinstance(p, str) for p in paths)):
-        raise BadParams("paths must be a list of strings")
-    offset = opt_int(params, "offset", 0) or 0
-    limit = opt_int(params, "limit", IMPORT_BATCH_FILES, 1, 1000) or IMPORT_BATCH_FILES
-    return archive.import_slice([Path(p) for p in paths] if paths else None, offset, limit).to_dict()
-
-
-@method("shutdown")
-def shutdown(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
-    return {"bye": True}
-
-
-# long-term memory: the memory_* tools, memory_command, memory_injection, memory_start
-METHODS.update(MEMORY_BRIDGE_METHODS)
-# self-review: /review (the report) and /dream (the report as evidence for the model)
-METHODS.update(REVIEW_BRIDGE_METHODS)
 
 
 # --- the loop ---------------------------------------------------------------------------
@@ -283,7 +101,7 @@ def handle_line(archive: Archive | None, line: bytes, open_error: str | None = N
         return error(req_id, "archive_error", open_error or "the archive is not open")
     try:
         if name not in LIVE_WRITES:
-            run_deferred_hooks(archive.store)  # what the hooks build (runs) is current for any read
+            archive.catch_up()  # what the hooks build (runs) is current for any read
         result = METHODS[name](archive, params)
     except Exception as exc:  # any failure, a bug included, is one error response: the bridge goes on
         code = error_code(exc)
@@ -364,17 +182,17 @@ LIVE_WRITES = frozenset({"session_start", "capture", "capture_entry", "backfill"
 def _when_idle(archive: Archive) -> None:
     """Deferred run summaries, then a WAL checkpoint: work that must not land on a live write."""
     try:
-        run_deferred_hooks(archive.store)
+        archive.catch_up()
     except (ArchiveError, apsw.Error) as exc:  # never fatal: the next import or rebuild redoes runs
         print(f"pi-memory bridge: deferred run update failed: {exc}", file=sys.stderr)
-    archive.store.checkpoint()
+    archive.checkpoint()
 
 
 def _close(archive: Archive | None) -> None:
     if archive is None:
         return
     try:
-        run_deferred_hooks(archive.store)  # no run left half-built at exit
+        archive.catch_up()  # no run left half-built at exit
     except (ArchiveError, apsw.Error):
         pass
     archive.close()
@@ -392,8 +210,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
     open_error: str | None = None
     try:
         archive = Archive.open(db)
-        archive.store.defer_checkpoints()
-        archive.store.defer_hooks()
+        archive.live_mode()
     except ArchiveError as exc:
         open_error = str(exc)  # keep answering, so the host can show why
     reader = LineReader(stdin, limit)
@@ -428,7 +245,3 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
         return 0  # the host is gone: nobody is left to answer
     finally:
         _close(archive)
-
-
-from . import compact as _compact_methods  # noqa: E402, F401  (registers the compact_* methods)
-from . import fold as _fold_methods  # noqa: E402, F401  (registers the fold_* methods)
