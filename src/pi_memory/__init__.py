@@ -4,7 +4,7 @@ The public API is `Archive` (see `pi_memory.api`); every front end is a thin
 shell over it.
 """
 
-from .archive.api import Archive, Stats, Window
+from .archive import Archive, Stats, Window
 from .errors import ArchiveError
 from .ingest import ImportReport
 from .search import Hit

@@ -14,7 +14,8 @@ from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
 from ..runsearch import KINDS
 from ..search import Hit, SessionHit, timed
 from ..store import default_db_path
-from .api import REVIEW_MIN_COUNT, Archive, Stats, Window, move_aside
+from .api import REVIEW_MIN_COUNT, Archive, move_aside
+from .model import Stats, Window
 from .overview import OVERVIEW_DAYS, Overview
 
 __all__ = [

@@ -10,23 +10,17 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import apsw
 
 from .. import retention
-from ..capture import BackfillReport, ImportSlice, LiveCapture, import_slice
 from ..core.format import SHORT_ID, short_id
 from ..core.sources.readers import AGENTS, existing_roots, session_roots
 from ..errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from ..ingest import Importer, ImportReport, run_deferred_hooks
-from ..memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
-from ..memory.find import INJECTION_BUDGET
-from ..memory.log import ImportResult, RepairResult, parse_export
+from ..ingest import Importer, ImportReport
 from ..pg import pg_url
 from ..retention import Advice
 from ..runs.catalog import SessionListing, list_sessions
@@ -38,115 +32,19 @@ from ..search import Filters, Hit, Searcher, SessionHit, rank_sessions
 from ..store import Store, decode_text, default_db_path
 from ..tail import Follower
 from ..text import clip
+from .memory import REVIEW_MIN_COUNT, MemoryMethods
+from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview
+from .session import SessionMethods
 
-if TYPE_CHECKING:
-    from ..review import Report
+__all__ = ["REVIEW_MIN_COUNT", "Archive", "Stats", "Window", "move_aside"]
 
 READ_BEFORE, READ_AFTER = 4, 6
-REVIEW_MIN_COUNT = 3  # a finding seen this often gets a draft rule
 READ_MAX_SIDE = 50
 MIN_PREFIX = 8
 
 
-@dataclass
-class SessionInfo:
-    id: str
-    agent: str
-    cwd: str
-    project: str
-    started_at: int
-    last_at: int
-    name: str | None
-    first_user: str | None
-    messages: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class MessageView:
-    msg_id: int
-    seq: int
-    ts: int
-    role: str
-    text: str
-    entry_id: str | None
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-@dataclass
-class Window:
-    session: SessionInfo
-    messages: list[MessageView]
-    around: int | None
-    before_more: bool
-    after_more: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "session": self.session.to_dict(),
-            "around": self.around,
-            "before_more": self.before_more,
-            "after_more": self.after_more,
-            "messages": [m.to_dict() for m in self.messages],
-        }
-
-
-@dataclass
-class Stats:
-    messages: int
-    indexed: int
-    sessions: int
-    projects: int
-    db_bytes: int
-    oldest: int | None
-    newest: int | None
-    roles: dict[str, int]
-    path: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def parse_since(value: str | None) -> int | None:
-    """`YYYY-MM-DD` (or a full ISO time) -> unix ms, UTC; a clear error otherwise."""
-    if value is None or value == "":
-        return None
-    try:
-        dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise BadInput(f"bad date {value!r}: use YYYY-MM-DD") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
-
-
-def parse_until(value: str | None) -> int | None:
-    """An end date, inclusive: `YYYY-MM-DD` means up to the end of that day (UTC); a full time is exact."""
-    end = parse_since(value)
-    if end is not None and value is not None and len(value.strip()) == 10:
-        end += 24 * 3600 * 1000
-    return end
-
-
-def _json_meta(raw: str | None) -> dict[str, Any]:
-    import json
-
-    if not raw:
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-class Archive:
+class Archive(MemoryMethods, SessionMethods):
     """A session archive in one SQLite file."""
 
     def __init__(self, store: Store) -> None:
@@ -365,7 +263,7 @@ class Archive:
             older, newer = self.store.message_window(sid, pivot[0], pivot[1], before + 1, after + 2)
         before_more, after_more = len(older) > before, len(newer) > after + 1
         rows = list(reversed(older[:before])) + newer[: after + 1]
-        views = [MessageView(r[0], r[1], r[2], r[3], decode_text(r[4]), r[5], _json_meta(r[6])) for r in rows]
+        views = [MessageView(r[0], r[1], r[2], r[3], decode_text(r[4]), r[5], json_meta(r[6])) for r in rows]
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None, first: bool = False) -> tuple[int, int] | None:
@@ -392,126 +290,6 @@ class Archive:
             roles=roles,
             path=str(self.store.path),
         )
-
-    # --- long-term memory (see `pi_memory.memory`) ---------------------------------------
-
-    @property
-    def memories(self) -> Memories:
-        """The memory operations; every method names its workspace by a cwd (None: the current directory)."""
-        return Memories(self.store)
-
-    def memory_remember(self, cwd: str | Path | None, text: str, **options: Any) -> WriteResult:
-        return self.memories.remember(cwd, text, **options)
-
-    def memory_list(self, cwd: str | Path | None, query: str = "", **filters: Any) -> Listing:
-        return self.memories.list(cwd, query, **filters)
-
-    def memory_get(self, cwd: str | Path | None, ref: str, session_id: str | None = None) -> MemoryRecord:
-        return self.memories.get(cwd, ref, session_id=session_id)
-
-    def memory_forget(self, cwd: str | Path | None, ref: str, session_id: str | None = None) -> WriteResult:
-        return self.memories.forget(cwd, ref, session_id=session_id)
-
-    def memory_confirm(
-        self, cwd: str | Path | None, ref: str, session_id: str | None = None, pin: bool = False
-    ) -> WriteResult:
-        return self.memories.confirm(cwd, ref, session_id=session_id, pin=pin)
-
-    def memory_pin(
-        self, cwd: str | Path | None, ref: str, session_id: str | None = None, pinned: bool = True
-    ) -> WriteResult:
-        return self.memories.pin(cwd, ref, session_id=session_id, pinned=pinned)
-
-    def memory_propose(self, cwd: str | Path | None, text: str, **options: Any) -> WriteResult:
-        return self.memories.propose(cwd, text, **options)
-
-    def memory_verify(
-        self, cwd: str | Path | None = None, all_workspaces: bool = False
-    ) -> list[tuple[str, ChainReport]]:
-        log = self.memories.log
-        keys = log.workspaces() if all_workspaces else [workspace_key(cwd)]
-        return [(key, log.report(key)) for key in keys]
-
-    def memory_export(self, cwd: str | Path | None, raw: bool = False) -> tuple[list[str], ChainReport]:
-        return self.memories.log.export_lines(workspace_key(cwd), raw=raw)
-
-    def memory_import(self, cwd: str | Path | None, lines: Iterable[str]) -> ImportResult:
-        rows, torn = parse_export(lines)
-        return self.memories.log.import_rows(workspace_key(cwd), rows, torn)
-
-    def memory_repair(self, cwd: str | Path | None, lines: Iterable[str] | None = None) -> RepairResult:
-        rows = parse_export(lines)[0] if lines is not None else None
-        return self.memories.log.repair(workspace_key(cwd), rows)
-
-    def memory_injection_text(
-        self, cwd: str | Path | None, session_id: str | None, budget: int = INJECTION_BUDGET
-    ) -> str:
-        return self.memories.injection_text(cwd, session_id, budget)
-
-    # --- compaction (see `pi_memory.compact`) -------------------------------------------
-
-    def compact_plan(self, params: dict[str, Any]) -> dict[str, Any]:
-        """The bridge's answer to `session_before_compact`; `{"skip": true}` lets pi summarize itself."""
-        from ..compact import load_settings, timed_plan
-
-        settings = load_settings(params.get("cwd") or Path.cwd())
-        if not settings.takeover:
-            return {"skip": True, "reason": "compaction takeover is off (enabled / overrideDefaultCompaction)"}
-        return timed_plan(params, settings.values)
-
-    def compact_committed(
-        self,
-        session_id: str,
-        compaction_entry: dict[str, Any],
-        branch_entries: list[dict[str, Any]] | None = None,
-        cwd: str | None = None,
-        reason: str | None = None,
-    ) -> Any:
-        """After `session_compact`: record the window and the rule-derived memories (once per entry)."""
-        from ..compact.commit import on_compacted
-
-        return on_compacted(self, session_id, compaction_entry, branch_entries, cwd, reason=reason)
-
-    def compact_windows(self, session_id: str) -> list[Any]:
-        from ..compact.window import list_windows
-
-        return list_windows(self.store, session_id)
-
-    def verify_compact_windows(self, session_id: str) -> list[str]:
-        """Problems in a session's window hash chain; empty when it holds."""
-        from ..compact.window import list_windows, verify_chain
-
-        return verify_chain(list_windows(self.store, session_id))
-
-    def compact_status(self, cwd: str | Path, session_id: str | None = None) -> Any:
-        from ..compact.status import compact_status
-
-        return compact_status(self, cwd, self.resolve_session(session_id) if session_id else None)
-
-    def read_entries(
-        self, session: str, entry_ids: list[str], raw: bool = False, offset: int = 0, limit: int = 4000
-    ) -> Any:
-        """Messages (and, with `raw`, verbatim entry segments) by pi entry id: what a checkpoint cites."""
-        from ..compact.recall import read_entries
-
-        with self.store.read():
-            return read_entries(self.store, self.resolve_session(session), entry_ids, raw, offset, limit)
-
-    # --- in-session folding (pi_memory.fold) --------------------------------------------
-
-    def fold_addresses(self, session_id: str, entry_ids: list[str]) -> dict[str, str]:
-        """pi entry id -> run address (`r12/m4`) for the entries of a session the archive has in runs."""
-        from ..compact.fold.archive import addresses_for_entries
-
-        with self.store.read():
-            return addresses_for_entries(self.store, session_id, entry_ids)
-
-    def fold_records(self, session: str) -> tuple[list[Any], int]:
-        """A session's fold records in order, and how many precede its last compaction."""
-        from ..compact.fold.archive import session_fold_records
-
-        with self.store.read():
-            return session_fold_records(self.store, self.resolve_session(session))
 
     # --- runs: navigation summaries, addressed reads, forget ---------------------------
 
@@ -642,123 +420,6 @@ class Archive:
         if agent is not None and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         return list_sessions(self.store, agent=agent, project=project, limit=limit)
-
-    # --- live capture (capture.py) -------------------------------------------------------
-
-    @property
-    def live(self) -> LiveCapture:
-        if self._live is None:
-            self._live = LiveCapture(self.store)
-        return self._live
-
-    _live: LiveCapture | None = None
-
-    def ensure_session(
-        self,
-        session_id: str,
-        cwd: str,
-        name: str | None = None,
-        started_at: int | str | None = None,
-        agent: str = "pi",
-        source_path: str | None = None,
-    ) -> None:
-        self.live.ensure_session(session_id, cwd, name, started_at, agent, source_path)
-
-    def capture_message(
-        self, session_id: str, message: dict[str, Any], entry_id: str | None = None, parent_id: str | None = None
-    ) -> int | None:
-        return self.live.capture_message(session_id, message, entry_id, parent_id)
-
-    def capture_entry(self, session_id: str, entry: dict[str, Any]) -> int | None:
-        return self.live.capture_entry(session_id, entry)
-
-    def backfill(self, session_id: str, entries: list[dict[str, Any]]) -> BackfillReport:
-        return self.live.backfill(session_id, entries)
-
-    def set_session_name(self, session_id: str, name: str | None) -> None:
-        self.live.set_session_name(session_id, name)
-
-    def live_mode(self) -> None:
-        """For a long-lived host (the bridge): live writes leave their after-write hooks (runs) and
-        WAL checkpoints for an idle moment, `catch_up` and `checkpoint`."""
-        self.store.defer_checkpoints()
-        self.store.defer_hooks()
-
-    def catch_up(self) -> bool:
-        """Run the after-write hooks that live writes put off; True if any ran."""
-        return run_deferred_hooks(self.store)
-
-    def checkpoint(self) -> None:
-        self.store.checkpoint()
-
-    @property
-    def schema_version(self) -> int:
-        return self.store.user_version
-
-    def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
-        """One batch of a long import, so a host can yield between batches and show progress."""
-        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
-        return import_slice(Importer(self.store), targets, offset, limit)
-
-    # --- recall inside a session (see `pi_memory.recall`) ------------------------------
-
-    def recall(self, params: dict[str, Any], text: bool = True) -> dict[str, Any]:
-        """The model's recall tool: search, list or read records by branch, file, kind and entry id.
-
-        `params` as the tool sends them (see `recall.PARAMS`); the answer is JSON-able, with the
-        `text` a model reads (evidence header, within 16,000 chars) unless `text=False`.
-        """
-        from ..recall import format_recall, recall
-
-        result = recall(self, params)
-        out = result.to_dict()
-        if text:
-            out["text"] = format_recall(result)
-        return out
-
-    # --- self-review (see `pi_memory.review`) ----------------------------------------------
-
-    def review(
-        self,
-        since: str | int | None = None,
-        until: str | int | None = None,
-        project: str | None = None,
-        agent: str | None = None,
-        min_count: int = REVIEW_MIN_COUNT,
-        cwd: str | Path | None = None,
-    ) -> Report:
-        """Recurring failures, user corrections, cost of work, draft rules and the ledger of the
-        workspace's memories (`cwd`), over the runs started in [since, until] (dates inclusive)."""
-        from ..review import MemoryInfo, Scope, review
-
-        if agent and agent not in AGENTS:
-            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
-        if int(min_count) < 1:
-            raise BadInput("min_count must be at least 1")
-        scope = Scope(
-            since if isinstance(since, int) else parse_since(since),
-            until if isinstance(until, int) else parse_until(until),
-            project or None,
-            agent or None,
-        )
-        workspace, state, _report = self.memories.state(cwd)
-        memories = [MemoryInfo(r.id, r.body, r.created_ts, r.status) for r in state.records.values()]
-        memories.sort(key=lambda m: (m.created_ts, m.id))
-        with self.store.read():
-            return review(self.store, scope, int(min_count), workspace, memories)
-
-    def review_link(self, memory_id: str, signature: str, cwd: str | Path | None = None) -> dict[str, Any]:
-        """Say that a memory addresses a finding (a signature, its `sig_` key, or a command as typed);
-        the ledger then counts that finding before and after the memory was written."""
-        from ..review import add_link, link_key
-
-        if not signature or not signature.strip():
-            raise BadInput("give the finding's signature (or its sig_ key) as shown by `pi-memory review`")
-        record = self.memory_get(cwd, memory_id)
-        key, text = link_key(signature)
-        workspace = workspace_key(cwd)
-        added = add_link(self.store, workspace, record.id, key, text)
-        return {"workspace": workspace, "memory_id": record.id, "key": key, "signature": text, "added": added}
 
     # --- session-level search (issue 3) ----------------------------------------------
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..store import Store
 
 if TYPE_CHECKING:
-    from .api import Stats
+    from .model import Stats
 
 OVERVIEW_DAYS = 30  # the activity window of the plots
 DAY_MS = 86_400_000
@@ -57,7 +57,7 @@ def top_groups(rows: list[tuple[str, int]], keep: int = TOP_GROUPS) -> list[tupl
 
 def totals(store: Store) -> Stats:
     """`Archive.stats` without the per-role counts (an empty `roles`), from indexes and counters only."""
-    from .api import Stats
+    from .model import Stats
 
     messages = int(store.scalar("SELECT count(*) FROM msg") or 0)
     sessions, projects = store.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]

@@ -11,12 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ...archive.api import Archive
-from ...archive.runview import format_detail, format_run_window
-from ...compact.config import load_settings
-from ...compact.fold.plan import FoldSettings
-from ...compact.fold.service import Lookup, fold_now, on_context, status
-from ...runs.detail import MessageDetail
+from ...archive import Archive, MessageDetail
+from ...archive.present import format_detail, format_run_window
 from .protocol import BadParams, method, opt_int, opt_str, req_str
 
 
@@ -29,15 +25,6 @@ def _list(params: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return value
 
 
-def _settings(params: dict[str, Any]) -> FoldSettings:
-    return FoldSettings.from_values(load_settings(req_str(params, "cwd")).values["fold"])
-
-
-def _lookup(archive: Archive, params: dict[str, Any]) -> Lookup:
-    session_id = req_str(params, "session_id")
-    return lambda ids: archive.fold_addresses(session_id, ids)
-
-
 def _now(params: dict[str, Any]) -> int:
     return opt_int(params, "now", None) or int(time.time() * 1000)
 
@@ -45,12 +32,12 @@ def _now(params: dict[str, Any]) -> int:
 @method("fold_context")
 def fold_context(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     """pi's `context` event: `{edits: [{start, end, message}], records: [new fold records]}`."""
-    return on_context(
+    return archive.fold_context(
+        req_str(params, "session_id"),
+        req_str(params, "cwd"),
         _list(params, "messages"),
         _list(params, "entries"),
         _list(params, "folds"),
-        _settings(params),
-        _lookup(archive, params),
         _now(params),
     )
 
@@ -61,11 +48,11 @@ def fold_now_method(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     summary = params.get("summary")
     if summary is not None and not isinstance(summary, str):
         raise BadParams("summary must be a string")
-    return fold_now(
+    return archive.fold_now(
+        req_str(params, "session_id"),
+        req_str(params, "cwd"),
         _list(params, "entries"),
         _list(params, "folds"),
-        _settings(params),
-        _lookup(archive, params),
         _now(params),
         summary=summary,
         keep_last=opt_int(params, "keep_last", 0, 0, 1000) or 0,
@@ -75,10 +62,9 @@ def fold_now_method(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
 @method("fold_status")
 def fold_status_method(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     """`/fold status`: from the records the shim sends, or (no `folds`) from the archived session."""
-    if params.get("folds") is None and opt_str(params, "session_id"):
-        records, compacted = archive.fold_records(req_str(params, "session_id"))
-        return status([r.to_dict() for r in records], compacted, _settings(params))
-    return status(_list(params, "folds"), opt_int(params, "compacted", 0) or 0, _settings(params))
+    folds = None if params.get("folds") is None else _list(params, "folds")
+    session_id = opt_str(params, "session_id")
+    return archive.fold_status(req_str(params, "cwd"), folds, opt_int(params, "compacted", 0) or 0, session_id)
 
 
 @method("read_address")

@@ -21,7 +21,6 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...compact.config import load_settings
 from ...errors import BadInput
 from ...memory import present
 from ...memory.find import INJECTION_BUDGET
@@ -45,7 +44,7 @@ def _json_len(value: Any) -> int:
 
 
 def _memories(archive: Archive) -> Memories:
-    return Memories(archive.store)
+    return archive.memories
 
 
 def _context(params: dict[str, Any]) -> tuple[str, str | None]:
@@ -366,9 +365,9 @@ def bridge_command(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     return {"text": handler(archive, _str_param(params, "args") or "", cwd, session)}
 
 
-def memory_settings(cwd: str) -> tuple[bool, int, list[str]]:
+def memory_settings(archive: Archive, cwd: str) -> tuple[bool, int, list[str]]:
     """(memory on?, injection budget, notes on the settings file) from the project/global `pi-memory.json`."""
-    settings = load_settings(cwd)
+    settings = archive.settings(cwd)
     return bool(settings.get("memory.enabled")), int(settings.get("memory.hintMaxChars")), settings.notes
 
 
@@ -380,7 +379,7 @@ def bridge_injection(archive: Archive, params: dict[str, Any]) -> dict[str, Any]
     """
     cwd, session = _context(params)
     if params.get("budget") is None:
-        enabled, budget, _notes = memory_settings(cwd)
+        enabled, budget, _notes = memory_settings(archive, cwd)
         if not enabled:
             return {"text": ""}
     else:
@@ -404,7 +403,7 @@ def bridge_start(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     `memory.enabled` is false in the settings.
     """
     cwd, _session = _context(params)
-    enabled, budget, notes = memory_settings(cwd)
+    enabled, budget, notes = memory_settings(archive, cwd)
     return {
         "enabled": enabled,
         "budget": budget,
