@@ -17,6 +17,7 @@ from ..core.format import (
     READ_CAP,
     READ_MESSAGE_CLIP,
     SEARCH_CAP,
+    cap_lines,
     home_path,
     local_time,
     plural,
@@ -50,7 +51,7 @@ def format_summary_hits(hits: Sequence[RunHit], query: str, cap: int = SEARCH_CA
     lines = [EVIDENCE_HEADER] if evidence else []
     lines += [run_line(h.run) for h in hits]
     lines.append("(read r<N> for a run's messages, r<N>/m<K> for one message in full)")
-    return _cap(lines, cap, "(output capped; narrow the query)")
+    return cap_lines(lines, cap, "(output capped; narrow the query)", partial=False)
 
 
 def _run_header(run: RunInfo) -> list[str]:
@@ -131,15 +132,3 @@ def _fields_lines(fields: dict[str, Any]) -> list[str]:
     if errors:
         out.append(f"errors: {errors}")
     return out
-
-
-def _cap(lines: list[str], cap: int, note: str) -> str:
-    out: list[str] = []
-    used = 0
-    for line in lines:
-        if used + len(line) + 1 > cap - len(note) - 1:
-            out.append(note)
-            break
-        out.append(line)
-        used += len(line) + 1
-    return "\n".join(out)

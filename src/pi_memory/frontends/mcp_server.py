@@ -13,15 +13,14 @@ process, and a connection must not hop between worker threads (which is where
 the SDK would run plain `def` tools). Calls are short (bounded queries), so
 running them inline costs the loop a few milliseconds.
 
-Memory tools (`pi_memory.memory.MEMORY_TOOLS`, built elsewhere) are registered
-when that module exists; the MCP server is the front end, so it supplies the
+Memory tools (`frontends.tools.memory.MEMORY_TOOLS`, shared with the bridge) are
+registered too; the MCP server is the front end, so it supplies the
 workspace (`cwd`: the directory the agent started the server in) and overwrites
 whatever the model put there.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import json
 import os
@@ -35,10 +34,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools.base import Tool
 from pydantic import Field
 
-from ..archive.api import READ_AFTER, READ_BEFORE, Archive
-from ..core import format as fmt
+from ..archive import Archive, Hit
+from ..archive.api import READ_AFTER, READ_BEFORE
+from ..archive.present import EVIDENCE_HEADER, format_read, format_search
 from ..errors import ArchiveError
-from ..search import Hit
+from .tools.memory import MEMORY_TOOL_SPECS, MEMORY_TOOLS
 
 SEARCH_LIMIT, SEARCH_MAX = 10, 20
 READ_MAX_SIDE = 20
@@ -88,7 +88,7 @@ def session_search_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 query, limit=_clamp(limit, SEARCH_LIMIT, 1, SEARCH_MAX), project=project, since=since, agent=agent
             )
             hits = [h for h in found if isinstance(h, Hit)]  # message hits (the default, content scope)
-            return fmt.format_search(hits, query, evidence=True)
+            return format_search(hits, query, evidence=True)
 
     return session_search
 
@@ -107,7 +107,7 @@ def session_read_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 before=_clamp(before, READ_BEFORE, 0, READ_MAX_SIDE),
                 after=_clamp(after, READ_AFTER, 0, READ_MAX_SIDE),
             )
-            return fmt.format_read(window, evidence=True)
+            return format_read(window, evidence=True)
 
     return session_read
 
@@ -143,7 +143,7 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 min_count=_clamp(min_count, 3, 1, 1000),
                 cwd=os.getcwd(),  # the ledger's workspace: where the agent started the server
             )
-        text = fmt.EVIDENCE_HEADER + "\n" + format_report(report)
+        text = EVIDENCE_HEADER + "\n" + format_report(report)
         return (
             text
             if len(text) <= REVIEW_MAX_CHARS
@@ -153,7 +153,7 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
     return session_review
 
 
-# --- memory tools (registered when pi_memory.memory provides them) ---------------------
+# --- memory tools (`frontends.tools.memory`) ----------------------------------------
 
 JSON_TYPES: dict[str, Any] = {
     "string": str,
@@ -201,28 +201,14 @@ def memory_tool(
 
 
 def memory_tools(archive: Archive) -> list[Tool]:
-    """The memory helper's tools, if that module is part of this build."""
-    handlers, specs = _memory_registry()
-    return [memory_tool(archive, name, fn, specs.get(name) or {}) for name, fn in handlers.items()]
-
-
-def _memory_registry() -> tuple[dict[str, Any], dict[str, Any]]:
-    for module_name in ("pi_memory.memory", "pi_memory.frontends.tools.memory"):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        handlers = getattr(module, "MEMORY_TOOLS", None)
-        if handlers:
-            return dict(handlers), dict(getattr(module, "MEMORY_TOOL_SPECS", None) or {})
-    return {}, {}
+    """The long-term memory tools, with the schemas the pi extension registers too."""
+    return [memory_tool(archive, name, fn, MEMORY_TOOL_SPECS.get(name) or {}) for name, fn in MEMORY_TOOLS.items()]
 
 
 # --- the server ---------------------------------------------------------------------------
 
 
 def build_server(archive: Archive) -> MCPServer:
-    # ---- memory tools are registered here (pi_memory.memory.MEMORY_TOOLS) ----
     server: MCPServer = MCPServer(name="pi-memory", instructions=INSTRUCTIONS, tools=memory_tools(archive))
     server.add_tool(session_search_tool(archive), name="session_search", description=SEARCH_DESCRIPTION)
     server.add_tool(session_read_tool(archive), name="session_read", description=READ_DESCRIPTION)
