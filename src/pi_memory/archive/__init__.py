@@ -10,6 +10,7 @@ memory, compact, recall, review, pg). Never a front end.
 """
 
 from ..ingest import discover
+from ..pg import pg_url, roles_sql
 from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
 from ..runsearch import KINDS
 from ..search import Hit, SessionHit, timed
@@ -35,5 +36,7 @@ __all__ = [
     "discover",
     "move_aside",
     "page",
+    "pg_url",
+    "roles_sql",
     "timed",
 ]

@@ -132,6 +132,17 @@ class Archive(MemoryMethods, SessionMethods):
 
     # --- search ----------------------------------------------------------------------
 
+    def writer_filters(
+        self, mine: bool = False, team: str | None = None, authors: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        """The who-wrote-it search options (`mine`, `team`, `authors`) as keyword arguments of `search`.
+
+        Only a team archive knows who wrote what: here any of them is a clear error.
+        """
+        if mine or team or tuple(authors):
+            raise BadInput("--mine, --team and --author filter a team archive: use --db postgresql://...")
+        return {}
+
     def search(
         self,
         query: str,

@@ -112,6 +112,18 @@ class PgArchive(Archive):
 
     # --- team ------------------------------------------------------------------------
 
+    def writer_filters(
+        self, mine: bool = False, team: str | None = None, authors: Iterable[str] = ()
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {}
+        if mine:
+            options["mine"] = True
+        if team:
+            options["team"] = team
+        if tuple(authors):
+            options["authors"] = tuple(authors)
+        return options
+
     def plan_forget(self, target: str) -> ForgetPlan:
         plan = super().plan_forget(target)
         return TeamForgetPlan(plan.target, plan.kind, plan.session_id, plan.msg_ids, plan.run_ids)

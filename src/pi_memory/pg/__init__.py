@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -46,20 +44,3 @@ def roles_sql() -> str:
     from importlib.resources import files
 
     return files(__package__).joinpath("roles.sql").read_text(encoding="utf-8")
-
-
-def team_search_options(archive: object, mine: bool, team: str | None, authors: Sequence[str]) -> dict[str, Any]:
-    """The who-wrote-it search filters as keyword arguments; a clear error on a local archive."""
-    from ..archive.team import PgArchive
-    from ..errors import BadInput
-
-    options: dict[str, Any] = {}
-    if mine:
-        options["mine"] = True
-    if team:
-        options["team"] = team
-    if authors:
-        options["authors"] = tuple(authors)
-    if options and not isinstance(archive, PgArchive):
-        raise BadInput("--mine, --team and --author filter a team archive: use --db postgresql://...")
-    return options

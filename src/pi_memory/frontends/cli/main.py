@@ -161,7 +161,6 @@ def search(
     between ⟦ ⟧ otherwise (also in --json snippets).
     """
     from ...archive.present import format_search, format_sessions, format_summary_hits
-    from ...pg import team_search_options
 
     if not query.strip():
         raise UsageProblem("the query is empty: give one or more words (pi-memory search --help explains queries)")
@@ -176,7 +175,7 @@ def search(
             echo_marked(format_sessions(found, query))
         return
     with open_archive(ctx) as archive:
-        who = team_search_options(archive, mine=mine, team=team, authors=authors)
+        who = archive.writer_filters(mine=mine, team=team, authors=authors)
         local: dict[str, Any] = {k: v for k, v in (("kinds", kinds), ("path", path), ("agent", agent)) if v}
         if scope != "content":
             local["scope"] = scope

@@ -14,7 +14,7 @@ from .shell import cli, emit_json
 @cli.command("pg-roles")
 def pg_roles() -> None:
     """Print the SQL that creates the team archive's reader, writer and admin roles."""
-    from ...pg import roles_sql
+    from ...archive import roles_sql
 
     click.echo(roles_sql(), nl=False)
 
@@ -25,10 +25,9 @@ def pg_roles() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def push(source: str | None, target: str, as_json: bool) -> None:
     """Copy a local archive to the team archive (idempotent; an interrupted push resumes)."""
-    from ...archive import default_db_path
+    from ...archive import default_db_path, pg_url
     from ...archive.present import plural
     from ...archive.team import PgArchive
-    from ...pg import pg_url
 
     if pg_url(target) is None:
         raise click.ClickException("--to must be a postgresql:// URL")
