@@ -15,7 +15,7 @@ from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
 from ..runsearch import KINDS
 from ..search import Hit, SessionHit, timed
 from ..store import default_db_path
-from .api import REVIEW_MIN_COUNT, Archive, move_aside
+from .api import REVIEW_MIN_COUNT, Archive, move_aside, open_team_with
 from .model import Stats, Window
 from .overview import OVERVIEW_DAYS, Overview
 
@@ -40,3 +40,12 @@ __all__ = [
     "roles_sql",
     "timed",
 ]
+
+
+def _open_team(url: str) -> Archive:
+    from .team import PgArchive  # only for a URL: the driver (psycopg) is the pg extra's
+
+    return PgArchive.connect(url)
+
+
+open_team_with(_open_team)

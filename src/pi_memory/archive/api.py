@@ -44,6 +44,16 @@ READ_MAX_SIDE = 50
 MIN_PREFIX = 8
 
 
+_team_opener: Callable[[str], Archive] | None = None
+
+
+def open_team_with(opener: Callable[[str], Archive]) -> None:
+    """How `Archive.open` opens a postgresql:// URL (the team archive subclasses `Archive`, so it
+    cannot be imported from here without a cycle; `pi_memory.archive` passes it in)."""
+    global _team_opener
+    _team_opener = opener
+
+
 class Archive(MemoryMethods, SessionMethods):
     """A session archive in one SQLite file."""
 
@@ -57,13 +67,14 @@ class Archive(MemoryMethods, SessionMethods):
     def open(cls, path: Path | str | None = None, *, recover: bool = True) -> Archive:
         """Open (creating if needed). A damaged file is moved aside and a fresh one made.
 
-        A `postgresql://` URL (argument or `PI_MEMORY_DB`) opens the team archive instead (`pg/`).
+        A `postgresql://` URL (argument or `PI_MEMORY_DB`) opens the team archive instead
+        (`team.PgArchive`, a subclass: the package wires it in with `open_team_with`).
         """
         url = pg_url(path)
         if url is not None:
-            from .team import PgArchive
-
-            return PgArchive.connect(url)
+            if _team_opener is None:
+                raise ArchiveError("this build has no team archive (PostgreSQL) support")
+            return _team_opener(url)
         db_path = Path(path).expanduser() if path else default_db_path()
         try:
             return cls(Store.open(db_path))
