@@ -12,6 +12,8 @@ Parts, bottom to top:
 
 The model's tools and pi's slash commands over these are a front end's
 (`pi_memory.frontends.tools.memory`).
+
+May import: the core, the storage layer and `pi_memory.errors`.
 """
 
 from .chain import ChainReport, ChainRow, verify_chain

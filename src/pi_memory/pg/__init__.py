@@ -6,6 +6,10 @@ are the same pure functions, so the same query finds the same messages in the
 same order on either backend. This package is chosen by a URL
 (`postgresql://...` or `postgres://...`) wherever a database path is accepted;
 the driver (`psycopg`, extra `pi-memory[pg]`) is imported only then.
+
+May import: the core, the SQLite store's shared SQL and value types (`store`),
+`search` and `ingest` for the pieces it reimplements, and `pi_memory.errors`.
+The `Archive` subclass over it is the facade's (`archive.team`).
 """
 
 from __future__ import annotations

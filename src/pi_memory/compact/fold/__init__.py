@@ -16,7 +16,10 @@ fold text itself passes a budget, the folded material merges into one block one 
 
 Everything here is pure (no database): `view` maps context messages to entry ids, `plan` decides
 new records, `apply` turns records into edits of the message list, `render` writes the texts,
-`status` counts. `bridge_methods` is the thin shell the pi extension talks to.
+`status` counts. The pi extension talks to it through `frontends.bridge.fold`.
+
+May import: `compact` (boundaries, settings), the storage layer (reading fold
+records of archived sessions) and `pi_memory.errors`.
 """
 
 from __future__ import annotations
