@@ -15,6 +15,7 @@ from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
 from ..runsearch import KINDS
 from ..search import Hit, SessionHit, timed
 from ..store import default_db_path
+from ..tail import Follower, SyncResult
 from .api import REVIEW_MIN_COUNT, Archive, move_aside, open_team_with
 from .model import Stats, Window
 from .overview import OVERVIEW_DAYS, Overview
@@ -25,6 +26,8 @@ __all__ = [
     "PAGE_BYTES",
     "REVIEW_MIN_COUNT",
     "Archive",
+    "Follower",
+    "SyncResult",
     "Hit",
     "MessageDetail",
     "Overview",

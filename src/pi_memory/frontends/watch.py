@@ -26,8 +26,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
-from ..ingest import discover
-from ..tail import Follower, SyncResult
+from ..archive import Follower, SyncResult, discover
 
 POLL_S = 0.1  # how long the main loop waits for an event before re-checking held-back tails
 POLLING_S = 0.5  # scan interval of watchdog's polling observer, used only when native watching fails

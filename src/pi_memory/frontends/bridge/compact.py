@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...archive.api import Archive
-from ...compact.recall import format_entries
-from ...compact.status import format_status
+from ...archive.present import format_entries, format_status
 from ..tools.recall import bridge_recall
 from .protocol import BadParams, method, opt_int, opt_str, req_dict, req_str
 

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import BadInput
 from ...recall.model import ACTIONS, KINDS, LIMIT_MAX, MAX_IDS, RAW_LIMIT_MAX, SOURCE_CLASSES
-from ...recall.present import format_recall
-from ...recall.select import recall
 
 if TYPE_CHECKING:
     from ...archive.api import Archive
@@ -61,5 +59,6 @@ def bridge_recall(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
     branch = params.get("branch_ids") or []
     request = {**asked, "session": params.get("session_id"), "branch_ids": branch}
     request.setdefault("scope", "branch")
-    result = recall(archive, request)
-    return {"text": format_recall(result), "result": result.to_dict()}
+    result = archive.recall(request, text=True)
+    text = result.pop("text")
+    return {"text": text, "result": result}

@@ -28,10 +28,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ...archive.api import REVIEW_MIN_COUNT, Archive
-from ...archive.overview import OVERVIEW_DAYS, Overview
+from ...archive import OVERVIEW_DAYS, PAGE_BYTES, REVIEW_MIN_COUNT, Archive, MessageDetail, Overview
 from ...errors import ArchiveError, BadInput, NotFound
-from ...runs.detail import PAGE_BYTES, MessageDetail
 from . import security, views
 
 HERE = Path(__file__).parent

@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
+from ...archive import page
 from ...errors import BadInput
-from ...runs.detail import page
 from ...text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 
 TRACKS = ("messages", "runs", "sessions")
