@@ -185,3 +185,15 @@ def test_messages_holding_only_characters_of_the_query_words_are_not_hits(archiv
     assert [h.msg_id for h in hits] == [ids["缓存索引方案定了"]]
     alone = archive.search("缓冲 存在", limit=10)  # words that are there are still found
     assert {h.msg_id for h in alone} == {ids["缓冲区满了"], ids["这个文件不存在"]}
+
+
+def test_a_character_typed_in_traditional_script_finds_the_one_message_holding_it_as_typed(archive: Archive) -> None:
+    # `构` is in every newer message, far more than the candidates a query scores: only the index
+    # of the spelling as typed can bring the one message holding `構` to the re-rank
+    old = "人之構造，與天地相參。"
+    newer = [f"第{i}个组件的结构和构造函数需要重构" for i in range(120)]
+    ids = _fill(archive, {"old": [old], "new": newer})
+    hits = archive.search("構", limit=5)
+    assert hits[0].msg_id == ids[old]
+    assert len(hits) == 5  # the simplified spelling still matches
+    assert archive.search("构", limit=1)[0].msg_id != ids[old]  # typed simplified: the simplified messages

@@ -13,6 +13,8 @@ Tables
 - `msg_fts`   contentless two-channel FTS5 index (`chars`, `grams`) over the
               rendered text of indexed messages; rows deleted with
               `contentless_delete` when a message is forgotten.
+- `msg_typed` contentless FTS5 index of the characters a message holds in a script that
+              folds to another, as typed (`構` where msg_fts has `构`), for messages that have any.
 - `entry`     the verbatim copy of every source line (zlib), message or not,
               so anything can be replayed exactly, successful tool output included. A message's
               line is compressed against its message's text (format 2: `store.decompress(raw, text)`).
@@ -258,6 +260,28 @@ MIGRATIONS: list[tuple[str, str]] = [
         ) WITHOUT ROWID;
         """,
     ),
+    (
+        "m007_surface_chars",
+        # The characters of a message typed in a script that folds to another (`構`, whose `构`
+        # is in msg_fts), as typed (`text.surface_chars`): typing one finds the messages that
+        # hold it as typed. One row per message that has any; one token per distinct character,
+        # no positions (only "which messages" is asked). The data step fills it for the messages
+        # archived before.
+        """
+        CREATE VIRTUAL TABLE IF NOT EXISTS msg_typed USING fts5(
+          typed,
+          content = '',
+          contentless_delete = 1,
+          tokenize = "ascii",
+          detail = 'none'
+        );
+        """,
+    ),
 ]
+
+# Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
+# short transactions (a live writer never waits long), then the version bump. Both the SQL and
+# the step are idempotent, so an interrupted upgrade simply runs them again.
+DATA_STEPS: dict[str, str] = {"m007_surface_chars": "index_surface_chars"}
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -51,6 +51,7 @@ from .text import (
     query_phrases_for_snippet,
     query_tokens,
     snippet,
+    surface_tokens,
     typed_forms,
     typed_runs,
 )
@@ -134,6 +135,32 @@ class QueryPlan:
     rare: list[QueryToken]
     common: list[QueryToken]
     n_docs: int
+    # characters typed in a script that folds to another (`構` for `构`): candidates only (the rare
+    # track, when few messages hold them as typed); their folded forms are in `tokens`, and scored
+    surface: list[QueryToken] = field(default_factory=list)
+
+
+def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) -> list[QueryToken]:
+    """The rarest tokens (`present` is ordered by df) whose postings together fit the budget."""
+    rare: list[QueryToken] = []
+    for t in present:
+        if df[t.text] > budget:
+            break
+        rare.append(t)
+        budget -= df[t.text]
+    return rare
+
+
+def fts_index(token: QueryToken) -> tuple[str, str]:
+    """The FTS5 table that holds a token and the expression that finds it there."""
+    if token.kind == "surface":
+        return "msg_typed", f'"{token.text}"'  # one CJK character: nothing to escape
+    return "msg_fts", token.fts()
+
+
+def without_surface(tokens: list[QueryToken]) -> list[QueryToken]:
+    """Common tokens anchor the recent track; a typed spelling there would hide the folded matches."""
+    return [t for t in tokens if t.kind != "surface"]
 
 
 class DfCache:
@@ -171,28 +198,28 @@ class Searcher:
     # --- document frequencies --------------------------------------------------------
 
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
-        key = f"{token.column}:{token.text}"
+        key = f"{token.kind if token.kind == 'surface' else token.column}:{token.text}"
         cached = self.df_cache.get(key)
         if cached is not None:
             return cached
-        expr = token.fts()
+        table, expr = fts_index(token)
         count = int(
             self.store.scalar(
-                "SELECT count(*) FROM (SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? LIMIT ?)",
+                f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
                 (expr, DF_EXACT_CAP + 1),
             )
         )
         if count > DF_EXACT_CAP:
-            count = self._estimate_df(expr, n_docs)
+            count = self._estimate_df(table, expr, n_docs)
         self.df_cache.put(key, count)
         return count
 
-    def _estimate_df(self, expr: str, n_docs: int) -> int:
+    def _estimate_df(self, table: str, expr: str, n_docs: int) -> int:
         """Density of a very common token among the newest rowids, scaled to the archive."""
         max_id = self.store.max_msg_id()
         low = max(0, max_id - DF_WINDOW)
         in_window = int(
-            self.store.scalar("SELECT count(*) FROM msg_fts WHERE msg_fts MATCH ? AND rowid > ?", (expr, low))
+            self.store.scalar(f"SELECT count(*) FROM {table} WHERE {table} MATCH ? AND rowid > ?", (expr, low))
         )
         docs_in_window = max(1, int(n_docs * (max_id - low) / max(max_id, 1)))
         return max(DF_EXACT_CAP + 1, min(n_docs, int(n_docs * in_window / docs_in_window)))
@@ -202,17 +229,12 @@ class Searcher:
         n_docs = counters.get("indexed_docs", 0)
         self.df_cache.check(n_docs)
         tokens = query_tokens(query)
-        df = {t.text: self.document_frequency(t, n_docs) for t in tokens}
-        present = sorted((t for t in tokens if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
-        rare: list[QueryToken] = []
-        budget = RARE_POSTINGS_BUDGET
-        for t in present:
-            if df[t.text] > budget:
-                break
-            rare.append(t)
-            budget -= df[t.text]
-        common = [t for t in present if t not in rare]
-        return QueryPlan(tokens, df, rare, common, n_docs)
+        folded = {t.text for t in tokens}
+        surface = [t for t in surface_tokens(query) if t.text not in folded]
+        df = {t.text: self.document_frequency(t, n_docs) for t in tokens + surface}
+        present = sorted((t for t in tokens + surface if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
+        rare = rarest_within(present, df, RARE_POSTINGS_BUDGET)
+        return QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface)
 
     # --- candidates ------------------------------------------------------------------
 
@@ -221,8 +243,9 @@ class Searcher:
             return []
         parts, params = [], []
         for t in plan.rare:
-            parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
-            params += [weights[t.text], t.fts()]
+            table, expr = fts_index(t)
+            parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
+            params += [weights[t.text], expr]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
         sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) GROUP BY id) c"
@@ -248,8 +271,9 @@ class Searcher:
 
     def candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         found = self._rare_candidates(plan, weights, filters)
-        if plan.common:
-            anchors = plan.common[:RECENT_ANCHORS]
+        common = without_surface(plan.common)
+        if common:
+            anchors = common[:RECENT_ANCHORS]
             recent = self._recent_candidates(anchors, filters)
             if not recent and not found:
                 recent = self._recent_candidates(anchors, filters, use_or=True)  # spec §7.1 ③'
@@ -270,7 +294,7 @@ class Searcher:
             plan = self.plan(query)
             if not plan.rare and not plan.common:
                 return []
-            weights = ranking.token_weights(plan.tokens, plan.df, plan.n_docs, normalize(query))
+            weights = ranking.token_weights(plan.tokens + plan.surface, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
         norm_query = normalize(query)

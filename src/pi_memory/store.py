@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from .errors import ArchiveError, CorruptDatabase
-from .schema import MIGRATIONS, SCHEMA_VERSION
-from .text import QueryToken, fts_or, tokenize
+from .schema import DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
+from .text import QueryToken, fts_or, surface_chars, tokenize
 
 if TYPE_CHECKING:
     from .ingest import SessionWrite
@@ -490,14 +490,42 @@ class Store(SharedSql):
             raise ArchiveError(
                 f"{self.path} has schema version {current}, newer than this pi-memory ({SCHEMA_VERSION}); upgrade pi-memory"
             )
-        for version, (_name, sql) in enumerate(MIGRATIONS, start=1):
+        for version, (name, sql) in enumerate(MIGRATIONS, start=1):
             if version <= current:
+                continue
+            if name in DATA_STEPS:
+                self._run_data_step(version, sql, DATA_STEPS[name])
                 continue
             with self.write():
                 if self.user_version >= version:  # another process got there first
                     continue
                 self.conn.execute(sql)
                 self.conn.execute(f"PRAGMA user_version={version}")
+
+    def _run_data_step(self, version: int, sql: str, step: str) -> None:
+        """A migration with a data step: its (idempotent) SQL, the step in short transactions, the bump."""
+        with self.write():
+            if self.user_version >= version:
+                return
+            self.conn.execute(sql)
+        getattr(self, step)()
+        with self.write():
+            self.conn.execute(f"PRAGMA user_version={max(version, self.user_version)}")
+
+    DATA_STEP_BATCH = 500  # messages read per transaction of a data migration
+
+    def index_surface_chars(self) -> None:
+        """m007's data step: `msg_typed` for the messages archived before it (idempotent)."""
+        last = 0
+        while rows := self.rows(
+            "SELECT id, text FROM msg WHERE indexed AND id > ? ORDER BY id LIMIT ?", (last, self.DATA_STEP_BATCH)
+        ):
+            last = int(rows[-1][0])
+            texts = [(int(i), decode_text(raw)) for i, raw in rows]
+            with self.write():
+                for msg_id, text in texts:
+                    self.conn.execute("DELETE FROM msg_typed WHERE rowid = ?", (msg_id,))
+                    self.index_typed(msg_id, text)
 
     def integrity_errors(self) -> list[str]:
         rows = [str(r[0]) for r in self.conn.execute("PRAGMA integrity_check")]
@@ -571,6 +599,13 @@ class Store(SharedSql):
         """Take messages out of the full-text index (inside a write transaction; `forget`)."""
         for msg_id in msg_ids:
             self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
+            self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
+
+    def index_typed(self, msg_id: int, text: str) -> None:
+        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`)."""
+        typed = surface_chars(text)
+        if typed:
+            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, " ".join(typed)))
 
     def lock_workspace(self, workspace: str) -> None:
         """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.
@@ -706,6 +741,7 @@ class Store(SharedSql):
         msg_id = self.conn.last_insert_rowid()
         if m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
+            self.index_typed(msg_id, m.text)
         if m.raw is not None:
             self.conn.execute(
                 "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",

@@ -188,6 +188,19 @@ def _identifier_parts(word: str) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
+def surface_chars(text: str) -> list[str]:
+    """The distinct characters of text spelled in a script that folds to another (`燦` of `燦爛`).
+
+    The index keeps them as typed (in a small index of their own, beside the
+    folded channels): a character typed in traditional script finds the few
+    messages that hold it as typed, even when its simplified form is in every
+    other message (`構` among `构`).
+    """
+    if text.isascii() or not _foldable().search(text):
+        return []
+    return sorted(set(_foldable().findall(text)))
+
+
 def tokenize(text: str) -> Tokens:
     """Cut text into the two channels. Case and script are normalized first.
 
@@ -217,7 +230,9 @@ class QueryToken:
     """One distinct query token and the FTS5 column it is looked up in."""
 
     text: str
-    kind: str  # "char" (one CJK character), "gram" (two), "word", "part" (of an identifier)
+    # "char" (one CJK character), "gram" (two), "word", "part" (of an identifier), "surface" (a
+    # character typed in a script that folds to another: finds candidates, never scored itself)
+    kind: str
 
     @property
     def column(self) -> str:
@@ -229,7 +244,7 @@ class QueryToken:
 
 
 def query_tokens(query: str) -> list[QueryToken]:
-    """Distinct tokens of a query, in the order they first appear."""
+    """Distinct tokens of a query, in the order they first appear (folded: see `surface_tokens`)."""
     toks = tokenize(query)
     seen: set[tuple[str, str]] = set()
     out: list[QueryToken] = []
@@ -244,6 +259,11 @@ def query_tokens(query: str) -> list[QueryToken]:
                 seen.add(key)
                 out.append(QueryToken(item, kind))
     return out
+
+
+def surface_tokens(query: str) -> list[QueryToken]:
+    """The query's characters typed in a script that folds to another, as `tokenize` indexes them."""
+    return [QueryToken(ch, "surface") for ch in surface_chars(query.replace("\x00", " "))]
 
 
 def fts_or(tokens: list[QueryToken]) -> str:

@@ -47,7 +47,7 @@ def idf(df: int, n_docs: int) -> float:
 
 
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
-    kind_weight = CHAR_WEIGHT if token.kind == "char" else PART_WEIGHT if token.kind == "part" else 1.0
+    kind_weight = CHAR_WEIGHT if token.kind in ("char", "surface") else PART_WEIGHT if token.kind == "part" else 1.0
     return kind_weight * idf(df, n_docs)
 
 

@@ -23,6 +23,8 @@ The tables mirror the SQLite archive (`schema.py`), with three differences:
 
 from __future__ import annotations
 
+from ..fold_table import TRADITIONAL
+
 ADMIN_ROLE = "pi_memory_admin"
 
 IS_WRITER_OR_ADMIN = f"""(written_by = current_user OR EXISTS (
@@ -342,6 +344,20 @@ MIGRATIONS.append(
         );
         """
         + _owned_table_policies("review_link"),
+    )
+)
+
+# Characters typed in a script that folds to another are lexemes as typed too, `t:構` (SQLite
+# m007_surface_chars, `store.TYPED_PREFIX`): new rows get them on insert, this adds them to older rows.
+_FOLDABLE_CLASS = "[" + TRADITIONAL + "]"
+MIGRATIONS.append(
+    (
+        "m005_surface_chars",
+        f"""
+        UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY(
+            SELECT DISTINCT 't:' || found[1] FROM regexp_matches(text, '{_FOLDABLE_CLASS}', 'g') AS found))
+        WHERE indexed AND text ~ '{_FOLDABLE_CLASS}';
+        """,
     )
 )
 

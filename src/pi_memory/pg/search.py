@@ -42,10 +42,11 @@ from ..search import (
     Hit,
     QueryPlan,
     Searcher,
+    rarest_within,
 )
 from ..search import filter_sql as shared_filter_sql
 from ..text import QueryToken
-from .store import indexable, tsquery
+from .store import indexable, lexeme, tsquery
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -127,15 +128,9 @@ class PgSearcher(Searcher):
         """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
-        present = plan.rare + plan.common  # ordered by df, rarest first
-        rare: list[QueryToken] = []
-        budget = PG_RARE_POSTINGS_BUDGET
-        for t in present:
-            if plan.df[t.text] > budget:
-                break
-            rare.append(t)
-            budget -= plan.df[t.text]
-        return QueryPlan(plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs)
+        present = sorted(plan.rare + plan.common, key=lambda t: (plan.df[t.text], t.text))  # rarest first
+        rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
+        return QueryPlan(plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface)
 
     def common_shares(self, n_docs: int) -> dict[str, float]:
         """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
@@ -151,7 +146,7 @@ class PgSearcher(Searcher):
             return cached
         if not indexable(token.text):
             return 0  # longer than any lexeme the index holds
-        share = self.common_shares(n_docs).get(token.text)
+        share = self.common_shares(n_docs).get(lexeme(token))
         if share is not None and share * n_docs > PG_DF_EXACT_CAP:
             estimate = int(share * n_docs)
             self.df_cache.put(key, estimate)

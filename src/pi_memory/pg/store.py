@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from ..errors import ArchiveError, NotFound
 from ..ingest import SessionWrite, pack
 from ..store import NO_FILTER, NewEntry, NewMessage, RunFilter, SessionRow, SharedSql, compress
-from ..text import QueryToken
+from ..text import QueryToken, surface_chars
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
 
@@ -80,7 +80,9 @@ def message_tokens(m: NewMessage) -> list[str]:
     """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
     if not m.indexed:
         return []
-    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) if indexable(t))
+    # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
+    typed = {TYPED_PREFIX + ch for ch in surface_chars(m.text)}
+    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) | typed if indexable(t))
 
 
 def _meta_json(meta: dict[str, Any]) -> str | None:
@@ -91,9 +93,18 @@ def _meta_json(meta: dict[str, Any]) -> str | None:
 Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
 
 
+# A lexeme for a character as typed in a script that folds to another (`t:構`): apart from the
+# folded tokens, as SQLite keeps them in their own index (`msg_typed`).
+TYPED_PREFIX = "t:"
+
+
+def lexeme(token: QueryToken) -> str:
+    return TYPED_PREFIX + token.text if token.kind == "surface" else token.text
+
+
 def tsquery(tokens: list[QueryToken], op: str = "&") -> str:
     """A tsquery of quoted lexemes: tokens are matched exactly, never parsed as query syntax."""
-    quoted = ["'" + t.text.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]
+    quoted = ["'" + lexeme(t).replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]
     return f" {op} ".join(quoted)
 
 
