@@ -428,8 +428,8 @@ def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanne
     imported: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the index's tracks are bounded (rare postings budget, recent rowid window): simulate an old session
-    import pi_memory.pg.search as pg_search
-    import pi_memory.search as search
+    import pi_memory.search.messages as search
+    import pi_memory.search.pg as pg_search
 
     indexed = on_branch(imported, query="Last-Event-ID", kind="assistant")
     monkeypatch.setattr(search, "RARE_POSTINGS_BUDGET", 0)

@@ -13,8 +13,8 @@ import pytest
 
 from conftest import claude_line
 from pi_memory import Archive
-from pi_memory.store import decode_text
-from pi_memory.tail import Follower, complete_lines
+from pi_memory.ingest.tail import Follower, complete_lines
+from pi_memory.storage.store import decode_text
 
 DATA = Path(__file__).parent / "data"
 V1 = DATA / "bad" / "pi-v1-legacy.jsonl"

@@ -6,8 +6,8 @@ shell over it.
 
 from .archive import Archive, Stats, Window
 from .errors import ArchiveError
-from .ingest import ImportReport
-from .search import Hit
+from .ingest.importer import ImportReport
+from .search.messages import Hit
 
 __all__ = ["Archive", "ArchiveError", "Hit", "ImportReport", "Stats", "Window"]
 __version__ = "0.1.0"

@@ -28,7 +28,7 @@ _PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
-    from .ingest import parse_and_tokenize
+    from .ingest.importer import parse_and_tokenize
 
     while True:
         try:

@@ -9,13 +9,13 @@ May import: every component below it (core, storage, runs, search, ingest,
 memory, compact, recall, review, pg). Never a front end.
 """
 
-from ..ingest import discover
-from ..pg import pg_url, roles_sql
+from ..ingest.importer import discover
+from ..ingest.tail import Follower, SyncResult
 from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
-from ..runsearch import KINDS
-from ..search import Hit, SessionHit, timed
-from ..store import default_db_path
-from ..tail import Follower, SyncResult
+from ..search.messages import Hit, SessionHit, timed
+from ..search.runs import KINDS
+from ..storage.pg import pg_url, roles_sql
+from ..storage.store import default_db_path
 from .api import REVIEW_MIN_COUNT, Archive, move_aside, open_team_with
 from .model import Stats, Window
 from .overview import OVERVIEW_DAYS, Overview

@@ -16,22 +16,22 @@ from typing import Any
 
 import apsw
 
-from .. import retention
 from ..core.format import SHORT_ID, short_id
 from ..core.sources.readers import AGENTS, existing_roots, session_roots
+from ..core.text import clip
 from ..errors import ArchiveError, BadInput, CorruptDatabase, NotFound
-from ..ingest import Importer, ImportReport
-from ..pg import pg_url
-from ..retention import Advice
+from ..ingest import retention
+from ..ingest.importer import Importer, ImportReport
+from ..ingest.retention import Advice
+from ..ingest.tail import Follower
 from ..runs.catalog import SessionListing, list_sessions
 from ..runs.detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from ..runs.forget import ForgetPlan, plan_target
 from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
-from ..runsearch import RunHit, check_kinds, search_summaries
-from ..search import Filters, Hit, Searcher, SessionHit, rank_sessions
-from ..store import Store, decode_text, default_db_path
-from ..tail import Follower
-from ..text import clip
+from ..search.messages import Filters, Hit, Searcher, SessionHit, rank_sessions
+from ..search.runs import RunHit, check_kinds, search_summaries
+from ..storage.pg import pg_url
+from ..storage.store import Store, decode_text, default_db_path
 from .memory import REVIEW_MIN_COUNT, MemoryMethods
 from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview

@@ -15,7 +15,7 @@ from ..errors import BadInput
 from ..memory import ChainReport, Listing, Memories, MemoryRecord, WriteResult, workspace_key
 from ..memory.find import INJECTION_BUDGET
 from ..memory.log import ImportResult, RepairResult, parse_export
-from ..store import Store
+from ..storage.store import Store
 from .model import parse_since, parse_until
 
 if TYPE_CHECKING:

@@ -20,10 +20,10 @@ from ..core.format import (
     local_time,
     short_id,
 )
-from ..text import clip
+from ..core.text import clip
 
 if TYPE_CHECKING:
-    from ..search import Hit, SessionHit
+    from ..search.messages import Hit, SessionHit
     from .model import Stats, Window
 
 

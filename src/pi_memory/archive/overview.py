@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..store import Store
+from ..storage.store import Store
 
 if TYPE_CHECKING:
     from .model import Stats

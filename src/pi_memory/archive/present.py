@@ -8,6 +8,7 @@ is the one place a front end imports them from.
 from ..compact.recall import format_entries
 from ..compact.status import format_status
 from ..core.format import EVIDENCE_HEADER, plural
+from ..core.text import HIT_CLOSE, HIT_OPEN
 from ..memory.present import (
     chain_warning,
     format_record,
@@ -20,7 +21,6 @@ from ..memory.present import (
 from ..recall import format_recall
 from ..review import format_report as format_review
 from ..runs.catalog import format_listing as format_session_list
-from ..text import HIT_CLOSE, HIT_OPEN
 from .messageview import format_read, format_search, format_sessions, format_stats
 from .runview import format_detail, format_run_list, format_run_show, format_run_window, format_summary_hits
 

@@ -23,12 +23,12 @@ from ..core.format import (
     plural,
     short_id,
 )
-from ..text import clip
+from ..core.text import clip
 
 if TYPE_CHECKING:
     from ..runs.detail import MessageDetail, RunWindow
     from ..runs.table import RunInfo
-    from ..runsearch import RunHit
+    from ..search.runs import RunHit
 
 
 def run_line(run: RunInfo) -> str:

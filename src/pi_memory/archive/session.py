@@ -10,10 +10,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..capture import BackfillReport, ImportSlice, LiveCapture, import_slice
-from ..ingest import Importer, run_deferred_hooks
-from ..search import Searcher
-from ..store import Store
+from ..ingest.capture import BackfillReport, ImportSlice, LiveCapture, import_slice
+from ..ingest.importer import Importer, run_deferred_hooks
+from ..search.messages import Searcher
+from ..storage.store import Store
 
 if TYPE_CHECKING:
     from ..compact.config import Settings

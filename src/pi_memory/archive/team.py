@@ -20,14 +20,14 @@ from typing import Any, cast
 
 from ..core.sources.readers import AGENTS
 from ..errors import ArchiveError, BadInput
-from ..pg.push import PushReport, push
-from ..pg.search import PgSearcher, TeamFilters, writer_filter
-from ..pg.store import PgStore
+from ..ingest.push import PushReport, push
 from ..runs import forget as forget_plan
 from ..runs.forget import ForgetPlan
-from ..runsearch import RunHit
-from ..search import Hit
-from ..store import Store
+from ..search.messages import Hit
+from ..search.pg import PgSearcher, TeamFilters, writer_filter
+from ..search.runs import RunHit
+from ..storage.pg.store import PgStore
+from ..storage.store import Store
 from .api import Archive
 
 

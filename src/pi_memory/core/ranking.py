@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ..text import QueryToken, is_cjk, tokenize
+from .text import QueryToken, is_cjk, tokenize
 
 K1 = 1.2  # term-frequency saturation, the usual BM25 value
 B = 0.75  # length normalization, the usual BM25 value

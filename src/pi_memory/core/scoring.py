@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .core import ranking
-from .core.ranking import query_phrases
+from . import ranking
+from .ranking import query_phrases
 from .text import QueryToken, surface_forms, whole_word_at
 
 # A CJK token found only in another script than the one typed still counts, at this share.

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .core.render import Rendered, render_message
-from .core.sources.pi import Entry, parse_iso_ms, project_of, render_entry
-from .errors import BadInput
-from .ingest import Importer, ImportReport, discover, write_messages
-from .store import NewEntry, NewMessage, SessionRow, Store
+from ..core.render import Rendered, render_message
+from ..core.sources.pi import Entry, parse_iso_ms, project_of, render_entry
+from ..errors import BadInput
+from ..storage.store import NewEntry, NewMessage, SessionRow, Store
+from .importer import Importer, ImportReport, discover, write_messages
 
 # How far apart (ms) a live custom message and its persisted entry may be stamped.
 TWIN_WINDOW_MS = 10 * 60 * 1000

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core.sources.pi import Entry, ParsedSession, project_of
-from .core.sources.readers import read_session_file
-from .errors import ArchiveError
-from .parse_worker import Worker, WorkerGone
-from .runs import forget
-from .runs import table as runs
-from .store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
-from .text import tokenize
+from ..core.sources.pi import Entry, ParsedSession, project_of
+from ..core.sources.readers import read_session_file
+from ..core.text import tokenize
+from ..errors import ArchiveError
+from ..parse_worker import Worker, WorkerGone
+from ..runs import forget
+from ..runs import table as runs
+from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
 
 BATCH = 200
 INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `pack`)

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..ingest import BATCH, SessionWrite
-from ..store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
-from .store import PgStore
+from ..storage.pg.store import PgStore
+from ..storage.store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
+from .importer import BATCH, SessionWrite
 
 SESSIONS_PER_ROUND = 200  # sessions whose watermarks are compared in one query
 FLUSH_MESSAGES = 5 * BATCH  # messages gathered before they are written

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .core.sources.readers import claude_dir
-from .store import Store
+from ..core.sources.readers import claude_dir
+from ..storage.store import Store
 
 DEFAULT_CLEANUP_DAYS = 30
 WARN_MARGIN_DAYS = 10  # warn this long before Claude Code's cleanup would delete a transcript

@@ -26,9 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .core.sources.readers import Reader, open_tail, reader_for
-from .ingest import FileError, Importer, write_parsed
-from .store import Store
+from ..core.sources.readers import Reader, open_tail, reader_for
+from ..storage.store import Store
+from .importer import FileError, Importer, write_parsed
 
 SETTLE_S = 0.5  # a possibly unfinished streamed message waits this long for its next block
 HEAD_MAX = 1 << 20  # the first line identifies a file; a longer one is hashed up to here

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..core import ranking
-from ..text import normalize, query_phrases_for_snippet, query_tokens, snippet
+from ..core.text import normalize, query_phrases_for_snippet, query_tokens, snippet
 from .model import MemoryRecord
 from .policy import matches_status, visible_to
 

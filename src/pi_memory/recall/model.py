@@ -16,8 +16,8 @@ from ..core.render import ROLES, SUMMARY, TOOL_ERROR, TOOL_RESULT
 from ..errors import BadInput
 
 if TYPE_CHECKING:
-    from ..search import Searcher
-    from ..store import Store
+    from ..search.messages import Searcher
+    from ..storage.store import Store
 
 
 class ArchiveView(Protocol):

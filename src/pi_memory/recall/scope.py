@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..core.sources.pi import active_branch, read_session_file
 from ..errors import BadInput
-from ..search import Filters
-from ..store import Store
+from ..search.messages import Filters
+from ..storage.store import Store
 from .model import LINEAGE_MAX, ArchiveView, RecallRequest, id_list
 
 

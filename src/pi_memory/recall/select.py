@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.render import TOOL_ERROR, TOOL_RESULT
+from ..core.text import clip, normalize, query_phrases_for_snippet, snippet
 from ..errors import BadInput
-from ..search import Filters, filter_sql
-from ..store import Store, decode_text, decompress
-from ..text import clip, normalize, query_phrases_for_snippet, snippet
+from ..search.messages import Filters, filter_sql
+from ..storage.store import Store, decode_text, decompress
 from .model import (
     SCAN_ROWS,
     SEARCH_MAX,

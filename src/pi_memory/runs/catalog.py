@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core import format as fmt
-from ..store import Store
+from ..storage.store import Store
 
 LIST_MAX = 1000  # the same cap as `runs`
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.format import EVIDENCE_HEADER
 from ..errors import BadInput, NotFound
-from ..store import Store, decode_text, decompress
+from ..storage.store import Store, decode_text, decompress
 from .table import RunInfo, get_run
 
 PAGE_BYTES = 12 * 1024  # one page of a detail read, in UTF-8 bytes (spec 004: 12 KB)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.format import plural
 from ..errors import BadInput, NotFound
-from ..store import Store
+from ..storage.store import Store
 from . import table as runs
 
 CHUNK = 500

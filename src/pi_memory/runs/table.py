@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
+from ..core.text import tokenize
 from ..errors import BadInput, NotFound
-from ..store import Store, decode_text, decompress
-from ..text import tokenize
+from ..storage.store import Store, decode_text, decompress
 
 # An optional summarizer (an LLM, say): (a closed run's messages, its rule-based summary) -> a
 # better navigation line, or None to keep the rule-based one. Off by default and never needed;

@@ -39,10 +39,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import runsearch, scoring
-from .core import ranking
-from .store import Store, decode_text
-from .text import (
+from ..core import ranking, scoring
+from ..core.text import (
     QueryToken,
     fts_and,
     fts_or,
@@ -55,6 +53,8 @@ from .text import (
     typed_forms,
     typed_runs,
 )
+from ..storage.store import Store, decode_text
+from . import runs as runsearch
 
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token

@@ -36,21 +36,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ..search import (
-    RECENT_CANDIDATES,
-    Filters,
-    Hit,
-    QueryPlan,
-    Searcher,
-    rarest_within,
-)
-from ..search import filter_sql as shared_filter_sql
-from ..text import QueryToken
-from .store import indexable, lexeme, tsquery
+from ..core.text import QueryToken
+from ..storage.pg.store import indexable, lexeme, tsquery
+from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, rarest_within
+from .messages import filter_sql as shared_filter_sql
 
 if TYPE_CHECKING:
-    from ..store import Store
-    from .store import PgStore
+    from ..storage.pg.store import PgStore
+    from ..storage.store import Store
 
 
 PG_DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above

@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .core import ranking
-from .core.summary import fields_search_text
-from .errors import BadInput
-from .runs.table import RUN_COLUMNS, RunInfo, run_filters, run_from_row
-from .store import Store
-from .text import QueryToken, normalize, query_tokens
+from ..core import ranking
+from ..core.summary import fields_search_text
+from ..core.text import QueryToken, normalize, query_tokens
+from ..errors import BadInput
+from ..runs.table import RUN_COLUMNS, RunInfo, run_filters, run_from_row
+from ..storage.store import Store
 
 RARE_RUN_POSTINGS = 2_000  # runs of the rarest query tokens read in full per query
 RARE_RUN_CANDIDATES = 200  # of those, the ones holding the most weight are scored

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from .errors import ArchiveError, CorruptDatabase
+from ..core.text import QueryToken, fts_or, surface_chars, tokenize
+from ..errors import ArchiveError, CorruptDatabase
 from .schema import DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
-from .text import QueryToken, fts_or, surface_chars, tokenize
 
 if TYPE_CHECKING:
-    from .ingest import SessionWrite
+    from ..ingest.importer import SessionWrite
 
 BUSY_TIMEOUT_MS = 5000
 # a condition over `run r JOIN session s` and its parameters (runsearch's filters)
@@ -591,7 +591,7 @@ class Store(SharedSql):
 
     def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
         """The one write path (`ingest.write_sessions`); returns (added, duplicates)."""
-        from .ingest import write_sessions
+        from ..ingest.importer import write_sessions
 
         return write_sessions(self, units)
 

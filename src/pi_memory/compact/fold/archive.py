@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ...store import decompress
+from ...storage.store import decompress
 from .records import CUSTOM_TYPE, FoldRecord, parse_records
 
 

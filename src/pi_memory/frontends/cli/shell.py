@@ -20,8 +20,8 @@ import apsw
 import click
 
 from ...archive import KINDS, Archive, move_aside
+from ...core.text import HIT_CLOSE, HIT_OPEN
 from ...errors import ArchiveError, BadInput
-from ...text import HIT_CLOSE, HIT_OPEN
 from .examples import EXAMPLES
 
 F = TypeVar("F", bound=Callable[..., Any])

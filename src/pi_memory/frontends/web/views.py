@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...archive import page
+from ...core.text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 from ...errors import BadInput
-from ...text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 
 TRACKS = ("messages", "runs", "sessions")
 KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")

@@ -23,7 +23,7 @@ The tables mirror the SQLite archive (`schema.py`), with three differences:
 
 from __future__ import annotations
 
-from ..fold_table import TRADITIONAL
+from ...core.fold_table import TRADITIONAL
 
 ADMIN_ROLE = "pi_memory_admin"
 
