@@ -27,8 +27,8 @@ from corpus import corpus_docs, write_docs_as_sessions  # noqa: E402
 
 from pi_memory.archive.api import Archive  # noqa: E402
 from pi_memory.core.render import message_hash  # noqa: E402
-from pi_memory.ingest.importer import run_deferred_hooks, write_messages  # noqa: E402
 from pi_memory.storage.store import NewMessage, SessionRow  # noqa: E402
+from pi_memory.storage.writes import run_deferred_hooks, write_messages  # noqa: E402
 
 EXTRA_QUERIES = ["龙", "组件", "Vue 响应式", "defineEmits", "Elizabeth Darcy", "nextTick 更新", "the", "我们"]
 

@@ -180,7 +180,7 @@ REPLY = {
 
 def test_live_writes_put_run_summaries_off_until_a_read_needs_them(archive_target: str) -> None:
     from pi_memory import Archive
-    from pi_memory.ingest.importer import run_deferred_hooks
+    from pi_memory.storage.writes import run_deferred_hooks
 
     with Archive.open(archive_target) as archive:
         archive.store.defer_hooks()

@@ -150,8 +150,8 @@ def whole_raw(a: Archive, address: str) -> bytes:
 
 
 def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> None:
-    from pi_memory.ingest.importer import BATCH, INDEX_BUDGET, SessionWrite, pack
     from pi_memory.storage.store import NewMessage
+    from pi_memory.storage.writes import BATCH, INDEX_BUDGET, SessionWrite, pack
 
     def msg(i: int, tokens: int) -> NewMessage:
         return NewMessage("s", i, "user", "x", True, None, None, {}, f"h{i}", chars="a" * tokens)

@@ -82,36 +82,22 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(graph[start])
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(graph.get(module, ()))
+    return seen
+
+
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components with more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+    """Each group of modules that reach one another (a cycle), sorted; a small graph, so plain searches do."""
+    reach = {module: reachable(graph, module) for module in graph}
+    groups = {tuple(sorted({m} | {o for o in reach[m] if m in reach.get(o, ())})) for m in graph if m in reach[m]}
+    return sorted(list(group) for group in groups)
 
 
 def test_no_module_imports_another_that_imports_it_back() -> None:

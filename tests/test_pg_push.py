@@ -59,7 +59,7 @@ def test_push_copies_everything_and_a_second_push_adds_nothing(local: Path, pg_u
 
 
 def test_an_interrupted_push_resumes_without_duplicates(local: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("pi_memory.ingest.importer.BATCH", 20)  # several transactions for the fixture's 200 messages
+    monkeypatch.setattr("pi_memory.storage.writes.BATCH", 20)  # several transactions for the fixture's 200 messages
     real = PgStore._write_txn
     calls = {"n": 0}
 

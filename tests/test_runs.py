@@ -136,8 +136,9 @@ def test_runs_are_built_incrementally_as_a_session_file_grows(archive: Archive, 
 
 def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive: Archive, tmp_path: Path) -> None:
     from pi_memory.core.sources.pi import read_session_file
-    from pi_memory.ingest.importer import message_from_entry, write_messages
+    from pi_memory.ingest.importer import message_from_entry
     from pi_memory.storage.store import SessionRow
+    from pi_memory.storage.writes import write_messages
 
     parsed = read_session_file(PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl")
     with archive.store.write():

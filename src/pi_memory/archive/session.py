@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..ingest.capture import BackfillReport, ImportSlice, LiveCapture, import_slice
-from ..ingest.importer import Importer, run_deferred_hooks
+from ..ingest.importer import Importer
 from ..search.messages import Searcher
 from ..storage.store import Store
+from ..storage.writes import run_deferred_hooks
 
 if TYPE_CHECKING:
     from ..compact.config import Settings

@@ -3,7 +3,7 @@
 Design idea: a live message and the same message read later from the session
 file must meet on one key, so capture renders with the very functions the
 importer uses (`render.render_message`, `sources.pi.render_entry`) and writes
-through the one write path (`ingest.write_messages`), one message per short
+through the one write path (`storage.writes.write_messages`), one message per short
 transaction. pi hands an extension each message at `message_end` *before* it
 persists it, so the first copy has no entry id; the active branch, sent later
 (`backfill`), carries the ids and fills them in by content hash.
@@ -28,7 +28,8 @@ from ..core.render import Rendered, render_message
 from ..core.sources.pi import Entry, parse_iso_ms, project_of, render_entry
 from ..errors import BadInput
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store
-from .importer import Importer, ImportReport, discover, write_messages
+from ..storage.writes import write_messages
+from .importer import Importer, ImportReport, discover
 
 # How far apart (ms) a live custom message and its persisted entry may be stamped.
 TWIN_WINDOW_MS = 10 * 60 * 1000

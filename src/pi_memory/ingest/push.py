@@ -21,7 +21,7 @@ from typing import Any
 
 from ..storage.pg.store import PgStore
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
-from .importer import BATCH, SessionWrite
+from ..storage.writes import BATCH, SessionWrite
 
 SESSIONS_PER_ROUND = 200  # sessions whose watermarks are compared in one query
 FLUSH_MESSAGES = 5 * BATCH  # messages gathered before they are written

@@ -2,7 +2,7 @@
 
 Design idea: runs are derived data, computed from the archived messages by
 `summary.segment` and `summary.summarize` (pure), and written here. They are
-built on the one write path: `after_write` is an `ingest.AFTER_WRITE` hook, so
+built on the one write path: `after_write` is a `storage.writes.AFTER_WRITE` hook, so
 import and live capture both keep them current as messages arrive. Only the
 session's tail is re-segmented (from the start of its last run, or from the
 earliest new message if one landed earlier), and each run is written in its own
@@ -22,6 +22,7 @@ from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run
 from ..core.text import tokenize
 from ..errors import BadInput, NotFound
 from ..storage.store import Store, decode_text, decompress
+from ..storage.writes import AFTER_WRITE
 
 # An optional summarizer (an LLM, say): (a closed run's messages, its rule-based summary) -> a
 # better navigation line, or None to keep the rule-based one. Off by default and never needed;
@@ -429,3 +430,6 @@ def run_message_ids(store: Store, run_id: int) -> list[int]:
 def address_of(store: Store, msg_id: int) -> str | None:
     rows = store.rows("SELECT run_id, pos FROM run_msg WHERE msg_id=?", (msg_id,))
     return f"r{rows[0][0]}/m{rows[0][1]}" if rows else None
+
+
+AFTER_WRITE.append(after_write)  # runs are built as messages are written

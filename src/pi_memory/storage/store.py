@@ -31,7 +31,7 @@ from ..errors import ArchiveError, CorruptDatabase
 from .schema import DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from ..ingest.importer import SessionWrite
+    from .writes import SessionWrite
 
 BUSY_TIMEOUT_MS = 5000
 # a condition over `run r JOIN session s` and its parameters (runsearch's filters)
@@ -590,8 +590,8 @@ class Store(SharedSql):
         return f"json_extract({column}, '$.{key}') IS NOT NULL"
 
     def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
-        """The one write path (`ingest.write_sessions`); returns (added, duplicates)."""
-        from ..ingest.importer import write_sessions
+        """The one write path (`storage.writes.write_sessions`); returns (added, duplicates)."""
+        from .writes import write_sessions
 
         return write_sessions(self, units)
 
@@ -843,7 +843,7 @@ class Store(SharedSql):
     def defer_hooks(self) -> None:
         """Live capture: a message's write returns before its run is re-summarized.
 
-        The owner (the bridge) calls `ingest.run_deferred_hooks` when idle and before any
+        The owner (the bridge) calls `storage.writes.run_deferred_hooks` when idle and before any
         request that reads what the hooks build, so a live write costs the message's own
         transaction only.
         """

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ...core.text import QueryToken, surface_chars
 from ...errors import ArchiveError, NotFound
-from ...ingest.importer import SessionWrite, pack
 from ..store import NO_FILTER, NewEntry, NewMessage, RunFilter, SessionRow, SharedSql, compress
+from ..writes import SessionWrite, after_messages_added, pack
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
 
@@ -319,8 +319,6 @@ class PgStore(SharedSql):
             with self.write():
                 self._update_first_user(sorted(added_ids))
             # runs (the `AFTER_WRITE` hooks), built from the new messages as on the SQLite store
-            from ...ingest.importer import after_messages_added
-
             after_messages_added(cast("Store", self), added_ids)
         return sum(len(v) for v in added_ids.values()), skipped
 
