@@ -27,6 +27,7 @@ from .shell import (
     UsageProblem,
     answer,
     cli,
+    cwd_option,
     echo_marked,
     emit_json,
     open_archive,
@@ -160,19 +161,14 @@ def search(
     Hits show every occurrence of the query's words, in colour on a terminal and
     between ⟦ ⟧ otherwise (also in --json snippets).
     """
-    from ...archive.present import format_search, format_sessions, format_summary_hits
+    from ...archive.present import format_search, format_summary_hits
 
     if not query.strip():
         raise UsageProblem("the query is empty: give one or more words (pi-memory search --help explains queries)")
     if by_session:
         if session:
             raise click.UsageError("--sessions ranks whole sessions: it cannot be combined with --session")
-        with open_archive(ctx) as archive:
-            found, took = timed(archive.search_sessions, query, limit=limit, project=project, since=since)
-        if as_json:
-            emit_json({"query": query, "took_ms": round(took, 2), "sessions": [s.to_dict() for s in found]})
-        else:
-            echo_marked(format_sessions(found, query))
+        _search_sessions(ctx, query, as_json, limit=limit, project=project, since=since)
         return
     with open_archive(ctx) as archive:
         who = archive.writer_filters(mine=mine, team=team, authors=authors)
@@ -189,6 +185,18 @@ def search(
         echo_marked(format_summary_hits(hits, query))
     else:
         echo_marked(format_search(hits, query, addresses=addresses))
+
+
+def _search_sessions(ctx: click.Context, query: str, as_json: bool, **options: Any) -> None:
+    """`search --sessions`: whole sessions ranked, with the time the search took."""
+    from ...archive.present import format_sessions
+
+    with open_archive(ctx) as archive:
+        found, took = timed(archive.search_sessions, query, **options)
+    if as_json:
+        emit_json({"query": query, "took_ms": round(took, 2), "sessions": [s.to_dict() for s in found]})
+    else:
+        echo_marked(format_sessions(found, query))
 
 
 @cli.command()
@@ -261,7 +269,7 @@ def check(ctx: click.Context) -> None:
 
 
 @cli.command()
-@click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), help="Project folder (default: here).")
+@cwd_option("Project folder (default: here).")
 @click.option("--session", help="Report this session's windows (short id, id or 8+ char prefix).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_db

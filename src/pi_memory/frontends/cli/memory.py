@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from .shell import F, Grouped, answer, cli, emit_json, open_archive, pass_db
+from .shell import F, Grouped, answer, cli, cwd_option, emit_json, open_archive, pass_db
 
 
 def _memory_options(fn: F) -> F:
@@ -16,12 +16,7 @@ def _memory_options(fn: F) -> F:
     fn = click.option(
         "--session", "session_id", help="Your session id: needed to see or change session-scoped memories."
     )(fn)
-    return click.option(
-        "--cwd",
-        type=click.Path(file_okay=False, path_type=Path),
-        default=None,
-        help="The workspace: memories belong to the directory an agent was started in (default: here).",
-    )(fn)
+    return cwd_option("The workspace: memories belong to the directory an agent was started in (default: here).")(fn)
 
 
 @cli.group(cls=Grouped)
@@ -145,9 +140,7 @@ def memory_show(ctx: click.Context, ref: str, cwd: Path | None, session_id: str 
 
 
 @memory.command("verify")
-@click.option(
-    "--cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help="The workspace (default: here)."
-)
+@cwd_option()
 @click.option("--all", "all_workspaces", is_flag=True, help="Verify the chain of every workspace.")
 @click.option("--json", "as_json", is_flag=True, help="Print the reports as JSON.")
 @pass_db
@@ -168,9 +161,7 @@ def memory_verify(ctx: click.Context, cwd: Path | None, all_workspaces: bool, as
 
 
 @memory.command("export")
-@click.option(
-    "--cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help="The workspace (default: here)."
-)
+@cwd_option()
 @click.option("--raw", is_flag=True, help="Every stored row, including those after a break (for inspection).")
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file (default: stdout)."
@@ -196,9 +187,7 @@ def memory_export(ctx: click.Context, cwd: Path | None, raw: bool, output: Path 
 
 @memory.command("import")
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-@click.option(
-    "--cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help="The workspace (default: here)."
-)
+@cwd_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_db
 @click.pass_context
@@ -220,9 +209,7 @@ def memory_import(ctx: click.Context, file: Any, cwd: Path | None, as_json: bool
 
 
 @memory.command("repair")
-@click.option(
-    "--cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help="The workspace (default: here)."
-)
+@cwd_option()
 @click.option(
     "--from", "source", type=click.File("r", encoding="utf-8"), help="Start from this verified export instead."
 )
@@ -247,9 +234,7 @@ def memory_repair(ctx: click.Context, cwd: Path | None, source: Any, as_json: bo
 
 
 @memory.command("inject")
-@click.option(
-    "--cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help="The workspace (default: here)."
-)
+@cwd_option()
 @click.option("--session", "session_id", help="Include this session's own memories.")
 @click.option("--budget", type=click.IntRange(0, 50_000), default=4000, show_default=True, help="Most characters.")
 @pass_db

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from .shell import AGENT_CHOICE, answer, cli, pass_db
+from .shell import AGENT_CHOICE, answer, cli, cwd_option, pass_db
 
 
 @cli.group("review", invoke_without_command=True)
@@ -22,12 +22,7 @@ from .shell import AGENT_CHOICE, answer, cli, pass_db
     type=click.IntRange(1),
     help="Draft a rule for findings seen this often.",
 )
-@click.option(
-    "--cwd",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="The memories' workspace (default: here).",
-)
+@cwd_option("The memories' workspace (default: here).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_db
 @click.pass_context
@@ -59,12 +54,7 @@ def review(
 @review.command("link", context_settings={"ignore_unknown_options": True})  # a command's own flags (-q) are words
 @click.argument("memory_id", metavar="MEM_ID")
 @click.argument("signature", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option(
-    "--cwd",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="The memory's workspace (default: here).",
-)
+@cwd_option("The memory's workspace (default: here).")
 @click.option("--json", "as_json", is_flag=True, help="Print the link as JSON.")
 @pass_db
 @click.pass_context

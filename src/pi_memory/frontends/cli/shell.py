@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
@@ -167,9 +168,9 @@ def pass_db(fn: F) -> F:
     )(fn)
 
 
-def json_option(what: str) -> Callable[[F], F]:
-    """`--json`, the flag every data command has: `what` names what is printed ("hits", "the run")."""
-    return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON.")
+def cwd_option(help: str = "The workspace (default: here).") -> Callable[[F], F]:
+    """`--cwd`: the workspace (memories, settings) a command is about; default the current directory."""
+    return click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
 
 
 def emit_json(value: Any) -> None:
