@@ -95,7 +95,9 @@ def compact_plan(
     }
 
 
-def _details(compacted: Sequence[Entry], checkpoint: Checkpoint, boundary: Boundary, previous_id: str) -> dict[str, Any]:
+def _details(
+    compacted: Sequence[Entry], checkpoint: Checkpoint, boundary: Boundary, previous_id: str
+) -> dict[str, Any]:
     """The compaction entry's `details`: where the checkpoint came from, for a later window check."""
     ids = [str(e["id"]) for e in compacted if isinstance(e.get("id"), str)]
     return {

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core.text import QueryToken
-from ..storage.pg.store import indexable, lexeme, tsquery
+from ..storage.pg.sql import indexable, lexeme, tsquery
 from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, rarest_within
 from .messages import filter_sql as shared_filter_sql
 

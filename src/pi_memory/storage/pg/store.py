@@ -17,26 +17,26 @@ a password.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
-from ...core.text import QueryToken, surface_chars
+from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
-from ..store import NO_FILTER, NewEntry, NewMessage, RunFilter, SessionRow, SharedSql, compress
-from ..writes import SessionWrite, after_messages_added, pack
+from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery
+from .writes import PgWrites
 
 if TYPE_CHECKING:
     import psycopg
 
-    from ..store import Store
+
+__all__ = ["PermissionDenied", "PgStore", "indexable", "lexeme", "pg_sql", "tsquery"]
 
 CONNECT_TIMEOUT_S = 10
 
@@ -48,94 +48,9 @@ RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above whic
 TOKEN_TABLES = ("msg", "run")  # the tables with a `tokens` tsvector under a GIN index
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
-DEADLOCK_RETRIES = 5
-T = TypeVar("T")
 
 
-class PermissionDenied(ArchiveError):
-    pass
-
-
-def _driver() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise ArchiveError("a PostgreSQL archive needs the psycopg driver: pip install 'pi-memory[pg]'") from None
-    return psycopg
-
-
-def pg_text(value: str) -> str:
-    """PostgreSQL text cannot hold NUL; the content hash (computed before) still names the original."""
-    return value.replace("\x00", "\ufffd")
-
-
-MAX_LEXEME_BYTES = 2000  # PostgreSQL refuses longer tsvector lexemes (a pasted blob without separators)
-
-
-def indexable(token: str) -> bool:
-    return len(token.encode()) <= MAX_LEXEME_BYTES
-
-
-def message_tokens(m: NewMessage) -> list[str]:
-    """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
-    if not m.indexed:
-        return []
-    # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
-    typed = {TYPED_PREFIX + ch for ch in surface_chars(m.text)}
-    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) | typed if indexable(t))
-
-
-def _meta_json(meta: dict[str, Any]) -> str | None:
-    # json.dumps escapes NUL as \u0000, so the text column accepts it
-    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str) if meta else None
-
-
-Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
-
-
-# A lexeme for a character as typed in a script that folds to another (`t:構`): apart from the
-# folded tokens, as SQLite keeps them in their own index (`msg_typed`).
-TYPED_PREFIX = "t:"
-
-
-def lexeme(token: QueryToken) -> str:
-    return TYPED_PREFIX + token.text if token.kind == "surface" else token.text
-
-
-def tsquery(tokens: list[QueryToken], op: str = "&") -> str:
-    """A tsquery of quoted lexemes: tokens are matched exactly, never parsed as query syntax."""
-    quoted = ["'" + lexeme(t).replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]
-    return f" {op} ".join(quoted)
-
-
-@lru_cache(maxsize=512)
-def pg_sql(sql: str) -> bytes:
-    """The shared `?`-style SQL as psycopg takes it: `?` outside quotes becomes `%s`, a literal `%` `%%`.
-
-    `%s` already written for psycopg passes through unchanged (PostgreSQL-only SQL in this package).
-    Quoted strings and `--` comments are copied as they are, but for `%`.
-    """
-    out: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch == "'" or sql.startswith("--", i):
-            end = sql.find("'", i + 1) if ch == "'" else sql.find("\n", i)
-            end = n if end < 0 else end + (1 if ch == "'" else 0)
-            out.append(sql[i:end].replace("%", "%%"))
-            i = end
-            continue
-        if ch == "?":
-            out.append("%s")
-        elif ch == "%" and not sql.startswith("%s", i):
-            out.append("%%")
-        else:
-            out.append(ch)
-        i += 1
-    return "".join(out).encode()
-
-
-class PgStore(SharedSql):
+class PgStore(PgWrites, SharedSql):
     """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
@@ -153,7 +68,7 @@ class PgStore(SharedSql):
 
     @classmethod
     def connect(cls, url: str) -> PgStore:
-        psycopg = _driver()
+        psycopg = driver()
         try:
             conn = psycopg.connect(
                 url, autocommit=True, application_name="pi-memory", connect_timeout=CONNECT_TIMEOUT_S
@@ -178,7 +93,7 @@ class PgStore(SharedSql):
     @contextmanager
     def errors(self) -> Iterator[None]:
         """Driver errors become one clear line, with any password redacted."""
-        psycopg = _driver()
+        psycopg = driver()
         try:
             yield
         except psycopg.errors.InsufficientPrivilege as exc:
@@ -264,7 +179,7 @@ class PgStore(SharedSql):
 
     @contextmanager
     def _statement_errors(self) -> Iterator[None]:
-        psycopg = _driver()
+        psycopg = driver()
         try:
             yield
         except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
@@ -296,236 +211,6 @@ class PgStore(SharedSql):
     def source_file_state(self, path: str) -> tuple[int, int] | None:
         rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE host=%s AND path=%s", (self.host, path))
         return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
-    # --- the write path -------------------------------------------------------------
-
-    def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
-        """Write sessions in packed short transactions. Returns (added, duplicates)."""
-        with self.errors():
-            return self._write_sessions(units)
-
-    def _write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
-        added_ids: dict[str, list[int]] = {}
-        skipped = 0
-        for txn in pack(units):
-            # every writer locks session rows in id order, then the counter row: no lock cycles
-            txn.sort(key=lambda chunk: chunk[0].session_id)
-            new = self._retry(partial(self._write_txn, txn))
-            for (unit, chunk, _first, _last), inserted in zip(txn, new, strict=True):
-                skipped += len(chunk) - len(inserted)
-                if inserted:
-                    added_ids.setdefault(unit.session_id, []).extend(msg_id for _m, msg_id in inserted)
-        if added_ids:
-            with self.write():
-                self._update_first_user(sorted(added_ids))
-            # runs (the `AFTER_WRITE` hooks), built from the new messages as on the SQLite store
-            after_messages_added(cast("Store", self), added_ids)
-        return sum(len(v) for v in added_ids.values()), skipped
-
-    def _write_txn(self, txn: list[Chunk]) -> list[list[tuple[NewMessage, int]]]:
-        with self.write():
-            new = [self._write_chunk(unit, chunk, first, last) for unit, chunk, first, last in txn]
-            indexed = [m for inserted in new for m, _id in inserted if m.indexed]
-            if indexed:
-                self.conn.execute(
-                    "UPDATE counter SET indexed_docs = indexed_docs + %s, indexed_chars = indexed_chars + %s",
-                    (len(indexed), sum(len(m.text) for m in indexed)),
-                )
-        return new
-
-    def _retry(self, fn: Callable[[], T]) -> T:
-        """Run one transaction, again if PostgreSQL chose it as a deadlock victim (it was rolled back whole)."""
-        psycopg = _driver()
-        for attempt in range(DEADLOCK_RETRIES):
-            try:
-                return fn()
-            except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
-                if attempt == DEADLOCK_RETRIES - 1:
-                    raise
-                time.sleep(0.01 * (attempt + 1))
-        raise AssertionError("unreachable")
-
-    def _write_chunk(
-        self, unit: SessionWrite, chunk: list[NewMessage], first: bool, last: bool
-    ) -> list[tuple[NewMessage, int]]:
-        sid = unit.session_id
-        if first and unit.row is not None:
-            self._ensure_session(unit.row)
-        elif self.scalar("SELECT 1 FROM session WHERE id=%s FOR UPDATE", (sid,)) is None:
-            raise ArchiveError(f"no session {sid!r} in the team archive: write its session row first")
-        new = self._new_messages(sid, chunk)
-        ids = self._insert_messages(sid, new)
-        self._insert_raw(sid, [(m, ids[m.hash]) for m in new if m.hash in ids and m.raw is not None])
-        if first and unit.entries:
-            self._insert_entries(unit.entries)
-        inserted = [(m, ids[m.hash]) for m in new if m.hash in ids]
-        if inserted:
-            self.conn.execute(
-                "UPDATE session SET last_at = greatest(last_at, %s) WHERE id=%s", (max(m.ts for m, _ in inserted), sid)
-            )
-        if last and unit.source is not None:
-            self._record_source_file(unit.source, sid)
-        return inserted
-
-    def _ensure_session(self, row: SessionRow) -> None:
-        self.conn.execute(
-            """
-            INSERT INTO session(id, agent, cwd, project, started_at, last_at, name, parent_session, source_path,
-                                author, host)
-            VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)
-            ON CONFLICT (id) DO UPDATE SET
-              cwd = CASE WHEN excluded.cwd <> '' THEN excluded.cwd ELSE session.cwd END,
-              project = CASE WHEN excluded.project <> '' THEN excluded.project ELSE session.project END,
-              started_at = least(session.started_at, excluded.started_at),
-              last_at = greatest(session.last_at, excluded.last_at),
-              name = coalesce(excluded.name, session.name),
-              parent_session = coalesce(excluded.parent_session, session.parent_session),
-              source_path = coalesce(excluded.source_path, session.source_path)
-            """,
-            (
-                row.id,
-                row.agent,
-                pg_text(row.cwd),
-                pg_text(row.project),
-                row.started_at,
-                row.last_at,
-                pg_text(row.name) if row.name else None,
-                row.parent_session,
-                pg_text(row.source_path) if row.source_path else None,
-                self.author,
-                self.host,
-            ),
-        )
-
-    def _new_messages(self, sid: str, chunk: list[NewMessage]) -> list[NewMessage]:
-        """The chunk's messages not yet archived (first copy of a repeated hash only); fills missing entry ids."""
-        existing = {
-            str(h): bool(missing)
-            for h, missing in self.rows(
-                "SELECT hash, entry_id IS NULL FROM msg WHERE session_id=%s AND hash = ANY(%s)",
-                (sid, [m.hash for m in chunk]),
-            )
-        }
-        new: list[NewMessage] = []
-        seen: set[str] = set()
-        for m in chunk:
-            if m.hash in existing:
-                if existing[m.hash] and m.entry_id:
-                    self._reconcile_entry_id(sid, m)
-            elif m.hash not in seen:
-                seen.add(m.hash)
-                new.append(m)
-        return new
-
-    def _insert_messages(self, sid: str, new: list[NewMessage]) -> dict[str, int]:
-        """Insert with consecutive seqs after the session's last one; returns hash -> new id."""
-        if not new:
-            return {}
-        base = int(self.scalar("SELECT coalesce(max(seq), 0) FROM msg WHERE session_id=%s", (sid,)) or 0)
-        params = [
-            (
-                sid,
-                base + i,
-                m.ts,
-                m.role,
-                pg_text(m.text),
-                len(m.text),
-                m.indexed,
-                m.entry_id,
-                m.parent_id,
-                _meta_json(m.meta),
-                m.hash,
-                message_tokens(m),
-                self.author,
-                self.host,
-            )
-            for i, m in enumerate(new, start=1)
-        ]
-        ids: dict[str, int] = {}
-        with self.conn.cursor() as cur:
-            cur.executemany(
-                """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash,
-                                   tokens, author, host)
-                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,array_to_tsvector(%s::text[]),%s,%s)
-                   ON CONFLICT (session_id, hash) DO NOTHING RETURNING id, hash""",
-                params,
-                returning=True,
-            )
-            while True:
-                row = cur.fetchone()
-                if row is not None:
-                    ids[str(row[1])] = int(row[0])
-                if not cur.nextset():
-                    break
-        return ids
-
-    def _insert_raw(self, sid: str, pairs: list[tuple[NewMessage, int]]) -> None:
-        if not pairs:
-            return
-        with self.conn.cursor() as cur:
-            cur.executemany(
-                """INSERT INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw, author, host)
-                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (session_id, entry_key) DO NOTHING""",
-                [
-                    (
-                        sid,
-                        "msg:" + m.hash,
-                        m.entry_id,
-                        m.entry_type,
-                        m.ts,
-                        msg_id,
-                        compress(m.raw or b""),
-                        self.author,
-                        self.host,
-                    )
-                    for m, msg_id in pairs
-                ],
-            )
-
-    def _insert_entries(self, entries: list[NewEntry]) -> None:
-        with self.conn.cursor() as cur:
-            cur.executemany(
-                """INSERT INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw, author, host)
-                   VALUES (%s,%s,%s,%s,%s,NULL,%s,%s,%s) ON CONFLICT (session_id, entry_key) DO NOTHING""",
-                [
-                    (e.session_id, e.key, e.entry_id, e.type, e.ts, compress(e.raw), self.author, self.host)
-                    for e in entries
-                ],
-            )
-
-    def _reconcile_entry_id(self, sid: str, m: NewMessage) -> None:
-        """A message captured live (no entry id) and later imported from its file gets its entry id."""
-        row = self.conn.execute(
-            "UPDATE msg SET entry_id=%s, parent_id=%s WHERE session_id=%s AND hash=%s AND entry_id IS NULL RETURNING id",
-            (m.entry_id, m.parent_id, sid, m.hash),
-        ).fetchone()
-        if row is not None and m.raw is not None:
-            self.conn.execute(
-                "UPDATE entry SET raw=%s, entry_id=%s, type=%s WHERE msg_id=%s",
-                (compress(m.raw), m.entry_id, m.entry_type, row[0]),
-            )
-
-    def _record_source_file(self, source: tuple[str, int, int], sid: str) -> None:
-        path, size, mtime_ns = source
-        self.conn.execute(
-            """INSERT INTO source_file(host, path, session_id, size, mtime_ns, imported_at, author)
-               VALUES (%s,%s,%s,%s,%s,%s,%s)
-               ON CONFLICT (host, path) DO UPDATE SET session_id=excluded.session_id, size=excluded.size,
-                 mtime_ns=excluded.mtime_ns, imported_at=excluded.imported_at""",
-            (self.host, pg_text(path), sid, size, mtime_ns, int(time.time() * 1000), self.author),
-        )
-
-    def update_first_user(self, session_id: str) -> None:
-        self._update_first_user([session_id])
-
-    def _update_first_user(self, session_ids: list[str]) -> None:
-        self.conn.execute(
-            """UPDATE session SET first_user = (
-                 SELECT substr(text, 1, 200) FROM msg WHERE session_id = session.id AND role = 'user'
-                 ORDER BY ts, seq LIMIT 1)
-               WHERE id = ANY(%s)""",
-            (session_ids,),
-        )
 
     # --- live capture (the rest of its store calls: `SharedSql`) ----------------------------
 
