@@ -168,7 +168,7 @@ def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> Non
 
 
 def test_plain_and_packed_message_rows_live_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pi_memory.storage.store as store
+    import pi_memory.storage.codec as store
 
     folder = many_sessions(tmp_path / "sessions", 2)
     with Archive.open(tmp_path / "a.db") as a:

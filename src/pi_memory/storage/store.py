@@ -17,26 +17,43 @@ from __future__ import annotations
 import json
 import os
 import time
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ..core.text import QueryToken, fts_or, surface_chars, tokenize
+from ..core.text import surface_chars
 from ..errors import ArchiveError, CorruptDatabase
+from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
+from .rows import NewEntry, NewMessage, SessionRow
+from .runindex import RunSummaryIndex
 from .schema import DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
+from .shared import NO_FILTER, RunFilter, SharedSql
 
 if TYPE_CHECKING:
     from .writes import SessionWrite
 
+__all__ = [
+    "LENGTH_CHANNEL",
+    "NO_FILTER",
+    "PACK_TEXT",
+    "NewEntry",
+    "NewMessage",
+    "RunFilter",
+    "SessionRow",
+    "SharedSql",
+    "Store",
+    "compress",
+    "decode_text",
+    "decompress",
+    "default_db_path",
+    "encode_text",
+    "fts5_varints",
+]
+
 BUSY_TIMEOUT_MS = 5000
-# a condition over `run r JOIN session s` and its parameters (runsearch's filters)
-RunFilter = tuple[str, Sequence[Any]]
-NO_FILTER: RunFilter = ("TRUE", ())
 
 
 def default_db_path() -> Path:
@@ -46,376 +63,13 @@ def default_db_path() -> Path:
     return Path.home() / ".pi" / "memory" / "sessions.db"
 
 
-@dataclass
-class SessionRow:
-    id: str
-    agent: str
-    cwd: str
-    project: str
-    started_at: int
-    last_at: int
-    name: str | None = None
-    parent_session: str | None = None
-    source_path: str | None = None
-
-
-@dataclass
-class NewMessage:
-    """A message ready to write: everything but its seq and id is computed."""
-
-    session_id: str
-    ts: int
-    role: str
-    text: str
-    indexed: bool
-    entry_id: str | None
-    parent_id: str | None
-    meta: dict[str, Any]
-    hash: str
-    raw: bytes | None = None  # the verbatim source line, if any
-    entry_type: str = "message"
-    chars: str = ""
-    grams: str = ""
-    packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
-    packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
-
-    def prepare(self) -> None:
-        """Tokenize outside the transaction."""
-        if self.indexed and not self.chars and not self.grams:
-            toks = tokenize(self.text)
-            self.chars, self.grams = toks.chars_text(), toks.grams_text()
-            if not self.chars and not self.grams:
-                self.indexed = False
-
-    def pack(self) -> None:
-        """Compress the text and the verbatim line outside the transaction (SQLite's storage)."""
-        if self.packed is None:
-            self.packed = encode_text(self.text)
-        if self.packed_raw is None and self.raw is not None:
-            self.packed_raw = compress(self.raw, self.text)
-
-
-@dataclass
-class NewEntry:
-    """A non-message source line, kept verbatim."""
-
-    session_id: str
-    key: str
-    entry_id: str | None
-    type: str
-    ts: int
-    raw: bytes
-
-
-# Verbatim lines are compressed one by one (any line can be read or forgotten alone), and
-# most are short: a preset dictionary of the JSON shapes agents write lets zlib refer back to
-# them from the first byte (on the real pi fixtures: 47% of the source bytes without it, 33%
-# with it). The dictionary is part of the file format: never edit it; a new one gets a new
-# format byte. Blobs without a format byte are plain zlib streams (they start with 0x78).
-_RAW_DICT_V1 = (
-    b'{"type":"session","version":3,"id":"","timestamp":"","cwd":"/home/","parentSession":""}'
-    b'{"type":"model_change","id":"","parentId":null,"timestamp":"","provider":"","modelId":""}'
-    b'{"type":"thinking_level_change","id":"","parentId":"","timestamp":"","thinkingLevel":"off"}'
-    b'{"type":"session_info","name":""}{"type":"label","targetId":"","label":""}'
-    b'{"type":"compaction","summary":"","firstKeptEntryId":"","tokensBefore":0,"details":{},"fromHook":true}'
-    b'{"type":"custom_message","customType":"","content":"","display":true}{"type":"custom","data":{}}'
-    b'{"type":"message","id":"","parentId":"","timestamp":"2026-01-01T00:00:00.000Z","message":'
-    b'{"role":"user","content":[{"type":"text","text":""},{"type":"image","data":"","mimeType":"image/png"}],"timestamp":1}}'
-    b'{"role":"toolResult","toolCallId":"call_","toolName":"bash","content":[{"type":"text","text":""}],'
-    b'"details":{"truncation":{},"fullOutputPath":""},"isError":false,"timestamp":1}}'
-    b'{"role":"bashExecution","command":"","output":"","exitCode":0,"cancelled":false,"truncated":false}'
-    b'{"role":"assistant","content":[{"type":"thinking","thinking":"","thinkingSignature":""},{"type":"text","text":""},'
-    b'{"type":"toolCall","id":"call_","name":"read","arguments":{"path":""}},{"type":"toolCall","name":"edit",'
-    b'"arguments":{"path":"","edits":[{"oldText":"","newText":""}]}},{"type":"toolCall","name":"write",'
-    b'"arguments":{"path":"","content":""}},{"type":"toolCall","name":"bash","arguments":{"command":""}}],'
-    b'"api":"anthropic-messages","provider":"anthropic","model":"claude-","usage":{"input":0,"output":0,'
-    b'"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,'
-    b'"total":0}},"stopReason":"toolUse","timestamp":1}}'
-    b'{"parentUuid":"","isSidechain":false,"userType":"external","cwd":"","sessionId":"","version":"2.1.0",'
-    b'"gitBranch":"main","type":"assistant","message":{"id":"msg_","type":"message","role":"assistant",'
-    b'"model":"claude-","content":[{"type":"tool_use","id":"toolu_","name":"Bash","input":{"command":""}},'
-    b'{"type":"tool_result","tool_use_id":"toolu_","content":"","is_error":false}],"stop_reason":"tool_use",'
-    b'"usage":{"input_tokens":0,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":0}},'
-    b'"requestId":"req_","uuid":"","timestamp":""}'
-    b'{"timestamp":"","type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"",'
-    b'"call_id":"call_"}}{"type":"function_call_output","call_id":"call_","output":""}'
-    b'{"type":"message","role":"user","content":[{"type":"input_text","text":""}]}'
-    b'{"type":"event_msg","payload":{"type":"token_count","info":{}}}{"type":"turn_context","payload":{}}'
-)
-_RAW_V1 = b"\x01"
-# A message's verbatim line holds its words a second time (the rendered text is in `msg`): format 2
-# compresses the line with the v1 dictionary followed by the message's text as JSON writes it, so
-# the words cost one copy and the line only its envelope (~120 bytes instead of ~1 KB). Reading it
-# needs that text: `decompress(blob, text)` with the message's stored `text` value.
-_RAW_V2 = b"\x02"
-_WINDOW = 32768  # zlib's window: the last 32 KB of a preset dictionary are all it can refer to
-# The rendered text of a message (`msg.text`) is stored as a BLOB: a format byte, then raw deflate
-# against this dictionary of the shapes `render.py` writes and words agents repeat. Rows written
-# before (schema <= 5) hold TEXT; `decode_text` reads both, so no migration rewrites them.
-_TEXT_DICT_V1 = (
-    b"\xe2\x86\x92 read(path=) \xe2\x86\x92 bash(command=) \xe2\x86\x92 edit(path=) \xe2\x86\x92 write(path=) "
-    b"$ git status  [exit 1]\n[image]\n\xe2\x9c\x97 error: \n\xe2\x80\xa6[truncated, more chars]"
-    b" the function return self import from def class if else for in and or not is None True False"
-    b" error Error Traceback (most recent call last): File line test tests src/ .py .ts .js .json"
-    b" const let await async export default npm run build pytest python3 node_modules package.json"
-    b" README.md http:// https:// localhost The This that with which should would could have been"
-    b" \xe7\x9a\x84\xe6\x98\xaf\xe4\xb8\x8d\xe4\xba\x86\xe5\x9c\xa8\xe4\xb8\x80\xe4\xb8\xaa\xe6\x88\x91\xe4\xbd\xa0"
-    b"\xe6\x9c\x89\xe8\xbf\x99\xe4\xb8\xaa\xe4\xbb\xa3\xe7\xa0\x81\xe6\x96\x87\xe4\xbb\xb6\xe9\x97\xae\xe9\xa2\x98"
-    b"\xe3\x80\x82\xef\xbc\x8c\xef\xbc\x9a"
-)
-_TEXT_V1 = b"\x01"
-
-
-def _deflate(data: bytes, zdict: bytes) -> bytes:
-    packer = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=zdict)
-    return packer.compress(data) + packer.flush()
-
-
-def _inflate(data: bytes, zdict: bytes) -> bytes:
-    unpacker = zlib.decompressobj(-15, zdict=zdict)
-    return unpacker.decompress(data) + unpacker.flush()
-
-
-# Whether new rows store `msg.text` (and a run's fields) deflated. Reading costs ~40 us per
-# candidate: a search's candidates are long (~2,700 chars on average, bench/search_bench.py), so
-# decoding its ~45 of them took ~1.9 ms, a fifth of a query, against ~0.5 KB per message saved
-# (bench/import_bench.py). The search targets come first: plain. Both forms are read by
-# `decode_text` (archives written packed stay readable), so this can change without a migration.
-PACK_TEXT = False
-
-
-def encode_text(text: str) -> str | bytes:
-    """A message's rendered text as `msg.text` stores it (SQLite; PostgreSQL keeps plain text)."""
-    if not PACK_TEXT:
-        return text
-    return _TEXT_V1 + _deflate(text.encode("utf-8", "surrogatepass"), _TEXT_DICT_V1)
-
-
-def decode_text(value: str | bytes | None) -> str:
-    """The one reader of `msg.text`: a BLOB is format byte + deflate, TEXT (older rows, PostgreSQL) is as it is."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if value[:1] == _TEXT_V1:
-        return _inflate(value[1:], _TEXT_DICT_V1).decode("utf-8", "surrogatepass")
-    raise ValueError(f"unknown message text format {value[:1]!r}")
-
-
-def _text_dict(text: str | bytes) -> bytes:
-    words = decode_text(text) if isinstance(text, bytes) else text
-    escaped = json.dumps(words, ensure_ascii=False)[1:-1].encode("utf-8", "surrogatepass")
-    return (_RAW_DICT_V1 + escaped)[-_WINDOW:]
-
-
-def compress(raw: bytes, text: str | bytes | None = None) -> bytes:
-    """A verbatim line behind a one-byte format mark: against its message's text (format 2) when given."""
-    if text is not None:
-        return _RAW_V2 + _deflate(raw, _text_dict(text))
-    packer = zlib.compressobj(6, zdict=_RAW_DICT_V1)
-    return _RAW_V1 + packer.compress(raw) + packer.flush()
-
-
-def decompress(blob: bytes, text: str | bytes | None = None) -> bytes:
-    """A verbatim line; `text` is its message's `msg.text` value (stored or decoded), needed by format 2."""
-    if blob[:1] == _RAW_V2:
-        if text is None:
-            raise ValueError("this verbatim line is stored against its message's text: pass it")
-        return _inflate(blob[1:], _text_dict(text))
-    if blob[:1] == _RAW_V1:
-        unpacker = zlib.decompressobj(zdict=_RAW_DICT_V1)
-        return unpacker.decompress(blob[1:]) + unpacker.flush()
-    return zlib.decompress(blob)
-
-
-LENGTH_CHANNEL = 1  # msg_fts column whose token count is a message's length: `grams`
-
-
-def fts5_varints(blob: bytes) -> list[int]:
-    """The SQLite varints of an FTS5 record (docsize, averages): 7 bits a byte, high bit = more."""
-    out, value, count = [], 0, 0
-    for byte in blob:
-        count += 1
-        if count == 9:  # the ninth byte of a varint carries 8 bits
-            out.append((value << 8) | byte)
-            value, count = 0, 0
-        elif byte & 0x80:
-            value = (value << 7) | (byte & 0x7F)
-        else:
-            out.append((value << 7) | byte)
-            value, count = 0, 0
-    return out
-
-
 def _create_private_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
     os.close(fd)
 
 
-class SharedSql:
-    """The store calls whose SQL is the same on both backends, written once.
-
-    `Store` (SQLite) and `PgStore` (PostgreSQL) inherit them; each provides `rows`, `scalar` and
-    `execute` for the `?`-style SQL, and `text_param` for what its text columns cannot hold.
-    """
-
-    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        raise NotImplementedError
-
-    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        raise NotImplementedError
-
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        raise NotImplementedError
-
-    @staticmethod
-    def text_param(value: str) -> str:
-        """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
-        return value
-
-    @staticmethod
-    def stored_text(value: str) -> str | bytes:
-        """Long derived text (a run's fields JSON) as this backend keeps it: PostgreSQL plain, SQLite packed.
-
-        Read back with `decode_text`, which takes either.
-        """
-        return value
-
-    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
-        """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
-        return {}
-
-    def sql_in_list(self, expr: str) -> str:
-        """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def list_param(values: Iterable[Any]) -> Any:
-        raise NotImplementedError
-
-    # --- what the importer and live capture ask ---------------------------------------
-
-    def existing_hashes(self, session_id: str) -> dict[str, bool]:
-        """hash -> whether that message still lacks its entry id, for one session."""
-        return {
-            str(h): bool(missing)
-            for h, missing in self.rows("SELECT hash, entry_id IS NULL FROM msg WHERE session_id=?", (session_id,))
-        }
-
-    def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
-        """A fork or clone copies entries under the same ids: the same entry id and content exists."""
-        if not entry_id:
-            return False
-        return self.scalar("SELECT 1 FROM msg WHERE entry_id=? AND hash=? LIMIT 1", (entry_id, hash_)) is not None
-
-    def session_exists(self, session_id: str) -> bool:
-        return self.scalar("SELECT 1 FROM session WHERE id=?", (session_id,)) is not None
-
-    def message_by_hash(self, session_id: str, hash_: str) -> tuple[int, str | None] | None:
-        """(msg id, entry id) of the message with this content hash in the session."""
-        rows = self.rows("SELECT id, entry_id FROM msg WHERE session_id=? AND hash=?", (session_id, hash_))
-        return (int(rows[0][0]), rows[0][1]) if rows else None
-
-    def find_unkeyed_twin(self, session_id: str, role: str, text: str, ts: int, window_ms: int) -> int | None:
-        """The live-captured (no entry id) message with this role and text stamped nearest to ts."""
-        rows = self.rows(
-            """SELECT id, text FROM msg WHERE session_id=? AND entry_id IS NULL AND role=?
-                 AND ts BETWEEN ? AND ? ORDER BY abs(ts - ?), id""",
-            (session_id, role, ts - window_ms, ts + window_ms, ts),
-        )
-        wanted = self.text_param(text)
-        return next((int(r[0]) for r in rows if decode_text(r[1]) == wanted), None)
-
-    def raw_blob(self, raw: bytes, text: str) -> bytes:
-        """A verbatim line as this backend's `entry.raw` holds it (PostgreSQL: alone, format 1)."""
-        return compress(raw)
-
-    def rekey_message(
-        self,
-        msg_id: int,
-        hash_: str,
-        entry_id: str | None,
-        parent_id: str | None,
-        raw: bytes | None,
-        text: str = "",
-    ) -> None:
-        """Give a live message the identity (hash, ids, verbatim line) of its session-file entry.
-
-        Its time stays the live one: the moment the message was made, which orders it truly
-        (the file stamps the entry when it is written, possibly after the next message was made).
-        """
-        self.execute("UPDATE msg SET hash=?, entry_id=?, parent_id=? WHERE id=?", (hash_, entry_id, parent_id, msg_id))
-        self.execute("UPDATE entry SET entry_key=?, entry_id=? WHERE msg_id=?", ("msg:" + hash_, entry_id, msg_id))
-        if raw is not None:
-            self.execute("UPDATE entry SET raw=? WHERE msg_id=?", (self.raw_blob(raw, text), msg_id))
-
-    def messages_without_run(self, session_id: str) -> list[int]:
-        """Archived messages of the session that no run holds yet (their import was killed before its runs)."""
-        sql = """SELECT m.id FROM msg m WHERE m.session_id = ?
-                 AND NOT EXISTS (SELECT 1 FROM run_msg rm WHERE rm.msg_id = m.id)"""
-        return [int(r[0]) for r in self.rows(sql, (session_id,))]
-
-    def set_session_name(self, session_id: str, name: str | None) -> None:
-        self.execute("UPDATE session SET name=? WHERE id=?", (self.text_param(name) if name else None, session_id))
-
-    # --- reads the Archive facade makes --------------------------------------------
-
-    def session_row(self, session_id: str) -> tuple[Any, ...] | None:
-        rows = self.rows(
-            """SELECT id, agent, cwd, project, started_at, last_at, name, first_user,
-                      (SELECT count(*) FROM msg WHERE session_id = session.id)
-               FROM session WHERE id=?""",
-            (session_id,),
-        )
-        return rows[0] if rows else None
-
-    def window_pivot(self, session_id: str, msg_id: int | None, first: bool = False) -> tuple[int, int] | None:
-        """(ts, seq) of a message of the session, or of its last (`first`: its first) one; None if there is none."""
-        if msg_id is None:
-            order = "ts, seq" if first else "ts DESC, seq DESC"
-            rows = self.rows(f"SELECT ts, seq FROM msg WHERE session_id=? ORDER BY {order} LIMIT 1", (session_id,))
-        else:
-            rows = self.rows("SELECT ts, seq FROM msg WHERE session_id=? AND id=?", (session_id, int(msg_id)))
-        return (int(rows[0][0]), int(rows[0][1])) if rows else None
-
-    def message_window(
-        self, session_id: str, ts: int, seq: int, before: int, after: int
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """Up to `before` messages before (ts, seq), newest first, and `after` from it on, in order."""
-        cols = "id, seq, ts, role, text, entry_id, meta"
-        older = self.rows(
-            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts < ? OR (ts = ? AND seq < ?))
-                ORDER BY ts DESC, seq DESC LIMIT ?""",
-            (session_id, ts, ts, seq, before),
-        )
-        newer = self.rows(
-            f"""SELECT {cols} FROM msg WHERE session_id=? AND (ts > ? OR (ts = ? AND seq >= ?))
-                ORDER BY ts, seq LIMIT ?""",
-            (session_id, ts, ts, seq, after),
-        )
-        return older, newer
-
-    def stats_rows(self) -> tuple[dict[str, int], int, int, int | None, int | None]:
-        """Messages per role, sessions, projects, oldest start, newest activity."""
-        roles = {str(r): int(n) for r, n in self.rows("SELECT role, count(*) FROM msg GROUP BY role")}
-        sessions, projects = self.rows("SELECT count(*), count(DISTINCT project) FROM session")[0]
-        oldest, newest = self.rows("SELECT min(started_at), max(last_at) FROM session")[0]
-        return roles, int(sessions), int(projects), oldest, newest
-
-    def run_addresses(self, msg_ids: Iterable[int]) -> dict[int, str]:
-        """msg id -> its address `r<N>/m<K>` (messages outside any run are left out)."""
-        rows = self.rows(
-            f"SELECT msg_id, run_id, pos FROM run_msg WHERE {self.sql_in_list('msg_id')}",
-            (self.list_param(int(i) for i in msg_ids),),
-        )
-        return {int(m): f"r{int(r)}/m{int(p)}" for m, r, p in rows}
-
-    def max_msg_id(self) -> int:
-        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
-
-
-class Store(SharedSql):
+class Store(RunSummaryIndex, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
     def __init__(self, path: Path, conn: apsw.Connection) -> None:
@@ -643,43 +297,6 @@ class Store(SharedSql):
             "UPDATE source_file SET read_offset = 0, line_no = 0, inode = NULL, head_hash = NULL WHERE path = ?",
             (path,),
         )
-
-    # --- run summaries' index (runs.py; PgStore keeps them in a column of `run`) ---------------
-
-    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
-        """msg id -> `ranking.doc_tokens`, as FTS5 counted it at write time (docsize, `grams` column)."""
-        if not msg_ids:
-            return {}
-        sql = f"SELECT id, sz FROM msg_fts_docsize WHERE {self.sql_in_list('id')}"
-        return {int(i): fts5_varints(sz)[LENGTH_CHANNEL] for i, sz in self.rows(sql, (self.list_param(msg_ids),)) if sz}
-
-    def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
-        self.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, chars, grams))
-
-    def unindex_run_summary(self, run_id: int) -> None:
-        self.conn.execute("DELETE FROM run_fts WHERE rowid=?", (run_id,))
-
-    def run_summary_df(self, token: QueryToken, cap: int) -> int:
-        """Runs whose summary holds a token, counted up to `cap`."""
-        sql = "SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)"
-        return int(self.scalar(sql, (token.fts(), cap)))
-
-    def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
-        """The newest `limit` runs whose summary holds the token (and that pass `where`)."""
-        return self._runs_matching(token.fts(), limit, where)
-
-    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER) -> list[int]:
-        """The newest `limit` runs whose summary holds any of the tokens (FTS5 walks back from the newest)."""
-        return self._runs_matching(fts_or(list(tokens)), limit, where)
-
-    def _runs_matching(self, expr: str, limit: int, where: RunFilter) -> list[int]:
-        if where[0] == NO_FILTER[0]:
-            sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
-            return [int(r[0]) for r in self.conn.execute(sql, (expr, limit))]
-        sql = f"""SELECT r.id FROM run r JOIN session s ON s.id = r.session_id
-                  WHERE r.id IN (SELECT rowid FROM run_fts WHERE run_fts MATCH ?) AND {where[0]}
-                  ORDER BY r.id DESC LIMIT ?"""
-        return [int(r[0]) for r in self.conn.execute(sql, [expr, *where[1], limit])]
 
     # --- writes (call inside `write()`) -----------------------------------------------
 
