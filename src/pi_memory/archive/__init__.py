@@ -6,7 +6,7 @@ holds no SQL and no rules of its own. The facade composes the components
 below it; `team` is the same API over a PostgreSQL team archive.
 
 May import: every component below it (core, storage, runs, search, ingest,
-memory, compact, recall, review, pg). Never a front end.
+memory, compact, recall, review). Never a front end.
 """
 
 from ..ingest.importer import discover

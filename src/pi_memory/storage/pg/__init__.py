@@ -7,9 +7,13 @@ same order on either backend. This package is chosen by a URL
 (`postgresql://...` or `postgres://...`) wherever a database path is accepted;
 the driver (`psycopg`, extra `pi-memory[pg]`) is imported only then.
 
-May import: the core, the SQLite store's shared SQL and value types (`store`),
-`search` and `ingest` for the pieces it reimplements, and `pi_memory.errors`.
-The `Archive` subclass over it is the facade's (`archive.team`).
+Here: `store` (`PgStore`: connection, reads, the run index), `writes` (its
+write path), `sql` (psycopg-style SQL, lexemes, tsqueries), `schema` and
+`roles.sql`. Candidate retrieval is `search.pg`, copying a local archive
+`ingest.push`, and the `Archive` subclass over it the facade's `archive.team`.
+
+May import: the core, the rest of `pi_memory.storage` (shared SQL, rows, the
+write path) and `pi_memory.errors`.
 """
 
 from __future__ import annotations
