@@ -244,8 +244,14 @@ def table_bytes(src: Path, db: Path) -> dict[str, Any]:
     }
 
 
-def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.2) -> dict[str, float]:
-    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms)."""
+def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.5) -> dict[str, float]:
+    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms).
+
+    Turns of `turn` messages with `gap` seconds between them: the bridge's idle moment comes after
+    `bridge.IDLE_SECONDS` (0.2 s) without a request, and its work (indexing the turn's messages,
+    run summaries, a checkpoint) takes tens of ms; a gap of exactly 0.2 s would time that work
+    as the next turn's first write, which a person typing or a model thinking never does.
+    """
     env = dict(os.environ, PYTHONPATH=str(src), PI_MEMORY_DB=str(db))
     proc = subprocess.Popen(
         [sys.executable, "-m", "pi_memory", "bridge"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
@@ -271,7 +277,7 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
         call(i + 1, "capture", {"session_id": sid, "message": message})
         ms.append((time.perf_counter() - t0) * 1000)
         if turn and i % turn == turn - 1:
-            time.sleep(gap)  # the idle moment between turns: run summaries, checkpoints, index merges
+            time.sleep(gap)  # the idle moment between turns: indexing, run summaries, checkpoints
     call(n + 1, "shutdown", {})
     proc.wait(timeout=60)
     return latency_summary(ms)
@@ -280,7 +286,7 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
 LIVE_CPU = """
 import json, sys, time
 from pi_memory import Archive
-from pi_memory.ingest import run_deferred_hooks
+from pi_memory.storage.writes import run_deferred_hooks
 db, messages = sys.argv[1], json.loads(sys.stdin.read())
 cpu = []
 with Archive.open(db) as archive:
@@ -317,15 +323,20 @@ FTS_FLOOR = """
 import json, sys, tempfile, time
 from pathlib import Path
 import apsw
-from pi_memory.ingest import discover, parse_and_tokenize
+from pi_memory.ingest.importer import discover, parse_and_tokenize
 cuts = []
 for f in discover([Path(sys.argv[1])]):
     parsed, tokens = parse_and_tokenize(str(f), None)
     cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
 conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
 conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
-conn.execute(\"\"\"CREATE VIRTUAL TABLE msg_fts USING fts5(chars, grams, content='', contentless_delete=1,
-               tokenize="ascii tokenchars '_'", detail='column')\"\"\")
+try:
+    from pi_memory.storage.schema import COMPACT_FTS  # the indexes of a new archive (detail='none')
+    detail = "none"
+except ImportError:  # a revision from before
+    detail = "column"
+conn.execute(f\"\"\"CREATE VIRTUAL TABLE msg_fts USING fts5(chars, grams, content='', contentless_delete=1,
+               tokenize="ascii tokenchars '_'", detail='{detail}')\"\"\")
 start = time.process_time()
 for i in range(0, len(cuts), 200):
     with conn:

@@ -200,6 +200,13 @@ def _contains(norm_text: str, part: str) -> bool:
 # --- systems ---------------------------------------------------------------------------
 
 
+def _bm25_or(toks: list[QueryToken]) -> str:
+    """The bm25 baseline's expression: each token in the column that holds it. Its table keeps
+    positions and columns (detail=full), where bm25 scores per column: without the filter a word
+    would count in both channels (the archive's own index, detail='none', needs no filter)."""
+    return " OR ".join(f'{t.column}:"{t.text}"' for t in toks)
+
+
 class Systems:
     """The project and the baselines over one archive."""
 
@@ -237,7 +244,7 @@ class Systems:
         if not toks:
             return []
         sql = "SELECT rowid FROM bl_fts WHERE bl_fts MATCH ? ORDER BY bm25(bl_fts) LIMIT ?"
-        return self.docs([int(r[0]) for r in self.conn.execute(sql, (fts_or(toks), K))])
+        return self.docs([int(r[0]) for r in self.conn.execute(sql, (_bm25_or(toks), K))])
 
     def like(self, q: str) -> list[int]:
         parts = q.split(" ")

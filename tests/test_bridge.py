@@ -193,6 +193,43 @@ def test_live_writes_put_run_summaries_off_until_a_read_needs_them(archive_targe
         assert not run_deferred_hooks(archive.store)
 
 
+def test_live_writes_leave_indexing_to_the_idle_moment_and_search_then_finds_them(archive_target: str) -> None:
+    from pi_memory import Archive
+    from pi_memory.storage.pending import INDEX_PENDING
+    from pi_memory.storage.writes import run_deferred_hooks
+
+    with Archive.open(archive_target) as archive:
+        archive.store.defer_hooks()
+        archive.ensure_session("s5", "/home/dev/shop")
+        archive.capture_message("s5", USER)
+        archive.capture_message("s5", REPLY)
+        archive.capture_message("s5", {"role": "user", "content": "畫一張架構圖", "timestamp": 1_796_000_002_000})
+        if not archive.is_team:  # the team archive indexes in the write (no idle moment to wait for)
+            assert archive.store.scalar("SELECT count(*) FROM msg WHERE indexed = ?", (INDEX_PENDING,)) == 3
+            assert archive.store.counters()["indexed_docs"] == 0  # counted once indexed
+        assert run_deferred_hooks(archive.store)
+        assert archive.store.counters()["indexed_docs"] == 3
+        assert {h.session_id for h in archive.search("索引")} == {"s5"}
+        assert [h.text for h in archive.search("構")] == ["畫一張架構圖"]  # as typed, too
+
+
+def test_messages_left_unindexed_by_a_writer_that_ended_first_are_indexed_when_the_archive_is_next_opened(
+    tmp_path: Path,
+) -> None:
+    from pi_memory import Archive
+
+    db = tmp_path / "a.db"
+    with Archive.open(db) as archive:
+        archive.store.defer_hooks()
+        archive.ensure_session("s6", "/home/dev/shop")
+        archive.capture_message("s6", USER)
+        archive.capture_message("s6", REPLY)  # closed before any idle moment (a killed bridge)
+    with Archive.open(db) as archive:
+        assert archive.store.scalar("SELECT count(*) FROM msg WHERE indexed = 2") == 0
+        assert archive.store.counters()["indexed_docs"] == 2
+        assert {h.session_id for h in archive.search("索引")} == {"s6"}
+
+
 def test_a_read_through_the_bridge_sees_runs_of_messages_captured_just_before(archive_target: str) -> None:
     out = run(
         archive_target,

@@ -125,6 +125,9 @@ def test_an_archive_of_the_previous_schema_keeps_every_message_searchable_and_re
     with Archive.open(db) as a:
         assert a.check() == []
         assert a.search("响应式") and a.search("proxy_buffering")
+        # every indexed message is still in the index (its length read from the index, as search reads it)
+        indexed = [int(r[0]) for r in a.store.rows("SELECT id FROM msg WHERE indexed")]
+        assert indexed and set(a.store.msg_token_counts(indexed)) == set(indexed)
         for msg_id, text in old_texts.items():
             assert decode_text(a.store.scalar("SELECT text FROM msg WHERE id=?", (msg_id,))) == text
         addresses = a.store.rows("SELECT msg_id, run_id, pos FROM run_msg")

@@ -246,3 +246,60 @@ def test_message_text_is_stored_compressed_and_its_verbatim_line_against_it():
     assert len(against_text) < len(compress(raw)) / 2  # the words are not stored twice
     with pytest.raises(ValueError):
         decompress(against_text)
+
+
+def _fts_sql(migration_sql: str, table: str) -> str:
+    """The CREATE VIRTUAL TABLE statement of `table` in some schema SQL."""
+    start = migration_sql.index(f"CREATE VIRTUAL TABLE {table}")
+    return migration_sql[start : migration_sql.index(");", start) + 2]
+
+
+def test_a_new_archive_gets_indexes_without_column_lists_and_a_migrated_one_keeps_its_own(tmp_path: Path):
+    from pi_memory.storage.schema import MIGRATIONS
+
+    with Archive.open(tmp_path / "new.db") as a:
+        for table in ("msg_fts", "run_fts"):
+            assert "detail = 'none'" in a.store.scalar("SELECT sql FROM sqlite_schema WHERE name = ?", (table,))
+    legacy = tmp_path / "old.db"
+    legacy.write_bytes((Path(__file__).parent / "data" / "legacy" / "schema5-pi.db").read_bytes())
+    with Archive.open(legacy) as a:  # holds messages: its indexes stay as they were built
+        assert "detail = 'column'" in a.store.scalar("SELECT sql FROM sqlite_schema WHERE name = 'msg_fts'")
+    assert "detail = 'column'" in _fts_sql(MIGRATIONS[0][1], "msg_fts")
+
+
+def test_every_query_token_finds_the_same_rows_in_a_column_index_filtered_and_a_compact_index_unfiltered():
+    """Why queries need no column filter: a token's shape says which channel holds it."""
+    from pi_memory.core.text import query_tokens, tokenize
+    from pi_memory.storage.schema import COMPACT_FTS, MIGRATIONS
+
+    docs = [
+        "缓存索引的方案 rebuild the cache",
+        "OPENAI_API_KEY is read by openAiKey()",
+        "the api key lives in .env; 寶玉 read 红楼梦",
+        "索 引 分开写, 缓 存 also",
+        "rebuild_index rebuilds; key value store",
+    ]
+    old, new = apsw.Connection(":memory:"), apsw.Connection(":memory:")
+    old.execute(_fts_sql(MIGRATIONS[0][1], "msg_fts"))
+    new.execute(_fts_sql(COMPACT_FTS, "msg_fts"))
+    for rowid, doc in enumerate(docs, start=1):
+        cut = tokenize(doc)
+        for conn in (old, new):
+            conn.execute(
+                "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (rowid, cut.chars_text(), cut.grams_text())
+            )
+    tokens = query_tokens("缓存 索引 索 api key openai_api_key rebuild rebuild_index 宝玉 红 value")
+    assert {t.kind for t in tokens} == {"word", "gram", "char", "part"}
+    found = 0
+    for t in tokens:
+        filtered = old.execute(
+            "SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? ORDER BY rowid", (f'{t.column}:"{t.text}"',)
+        )
+        unfiltered = new.execute("SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? ORDER BY rowid", (t.fts(),))
+        rows = filtered.fetchall()
+        assert rows == unfiltered.fetchall(), t
+        found += bool(rows)
+        assert old.execute("SELECT count(*) FROM msg_fts WHERE msg_fts MATCH ?", (t.fts(),)).fetchone()[0] == len(
+            new.execute("SELECT rowid FROM msg_fts WHERE msg_fts MATCH ?", (t.fts(),)).fetchall()
+        )
+    assert found == len(tokens)  # every token is somewhere: the comparison is not between empty sets

@@ -239,8 +239,14 @@ class QueryToken:
         return "grams" if self.kind == "gram" else "chars"
 
     def fts(self) -> str:
-        """An FTS5 expression for this token alone: a column filter and a quoted string."""
-        return f'{self.column}:"{self.text}"'
+        """An FTS5 expression for this token alone: a quoted string, no column filter.
+
+        A token's shape says which channel holds it (one CJK character: `chars`; two: `grams`; a
+        word: both, its parts: `chars`), so the filter would match the same rows; and the
+        indexes of archives created since schema m008 keep no column lists to filter on
+        (`schema.COMPACT_FTS`).
+        """
+        return f'"{self.text}"'
 
 
 def query_tokens(query: str) -> list[QueryToken]:

@@ -176,7 +176,8 @@ class LiveCapture:
 
     def _write_one(self, m: NewMessage) -> int | None:
         self._ensure_known(m.session_id, m.ts)
-        m.prepare()  # tokenize before the transaction
+        if not self.store.index_deferred:
+            m.prepare()  # tokenize before the transaction (a deferring store tokenizes when idle)
         added, _dup = self._write(m.session_id, [m])
         if not added:
             return None

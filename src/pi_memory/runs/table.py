@@ -107,13 +107,22 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
 def after_write(store: Store, added: dict[str, list[int]]) -> None:
     """The `AFTER_WRITE` hook (session id -> new msg ids): extend each open run, or re-segment
     the tail the new messages touch; the runs of all these sessions share write transactions."""
+    with_runs = _sessions_with_runs(store, list(added))
     tails = {
         session_id: _tail_start(store, session_id, new_ids)
         for session_id, new_ids in added.items()
-        if not _extend_open_run(store, session_id, new_ids)
+        if session_id in with_runs and not _extend_open_run(store, session_id, new_ids)
     }
-    if tails:
-        segment_sessions(store, tails)
+    # a session without runs yet (a first import: most of them) is segmented from its beginning
+    fresh = {session_id: None for session_id in added if session_id not in with_runs}
+    if tails or fresh:
+        segment_sessions(store, {**tails, **fresh}, set(fresh))
+
+
+def _sessions_with_runs(store: Store, session_ids: list[str]) -> set[str]:
+    """The sessions among these that have a run already (one query for a whole write)."""
+    sql = f"SELECT DISTINCT session_id FROM run WHERE {store.sql_in_list('session_id')}"
+    return {str(r[0]) for r in store.rows(sql, (store.list_param(session_ids),))}
 
 
 def _extend_open_run(store: Store, session_id: str, new_ids: list[int]) -> bool:
@@ -243,8 +252,12 @@ def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -
     return segment_sessions(store, {session_id: start})
 
 
-def segment_sessions(store: Store, starts: dict[str, tuple[int, int] | None]) -> list[int]:
+def segment_sessions(
+    store: Store, starts: dict[str, tuple[int, int] | None], without_runs: set[str] | None = None
+) -> list[int]:
     """Re-segment sessions, each from its start (None: from its beginning); returns the run ids written.
+
+    `without_runs`: sessions known to have had no run before (nothing stale to look for).
 
     Everything is computed first, outside any transaction; then the runs of all the sessions are
     written `RUNS_PER_WRITE` to a short transaction. A bulk import's flush covers many sessions,
@@ -270,9 +283,11 @@ def segment_sessions(store: Store, starts: dict[str, tuple[int, int] | None]) ->
                     _unindex_summary(store, run_id)
                 _index_summary(store, run_id, p)
             written += [run_id for run_id, _ in rows]
-    with store.write():
-        for session_id, start in starts.items():
-            _drop_stale_runs(store, session_id, start, firsts[session_id])
+    stale = [session_id for session_id in starts if session_id not in (without_runs or ())]
+    if stale:
+        with store.write():
+            for session_id in stale:
+                _drop_stale_runs(store, session_id, starts[session_id], firsts[session_id])
     return written
 
 

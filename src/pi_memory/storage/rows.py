@@ -41,6 +41,7 @@ class NewMessage:
     grams: str = ""
     packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
+    index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
 
     def prepare(self) -> None:
         """Tokenize outside the transaction."""

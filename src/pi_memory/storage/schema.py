@@ -10,9 +10,12 @@ Tables
               `id` is also the FTS rowid; insertion order is time order. `text` holds a BLOB
               (format byte + deflate, `store.encode_text`) since the compressed store; rows
               written before hold TEXT; `store.decode_text` reads both (no migration needed).
+              `indexed` is 0, 1, or 2 (`store.INDEX_PENDING`, m008): a live message whose index
+              entry waits for its writer's idle moment (found through `msg_index_pending`).
 - `msg_fts`   contentless two-channel FTS5 index (`chars`, `grams`) over the
               rendered text of indexed messages; rows deleted with
-              `contentless_delete` when a message is forgotten.
+              `contentless_delete` when a message is forgotten. `detail = 'none'` in archives
+              created since m008 (`COMPACT_FTS`), `'column'` in older ones: both are queried alike.
 - `msg_typed` contentless FTS5 index of the characters a message holds in a script that
               folds to another, as typed (`構` where msg_fts has `构`), for messages that have any.
 - `entry`     the verbatim copy of every source line (zlib), message or not,
@@ -277,6 +280,14 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "m008_index_pending",
+        # live capture writes a message `indexed = 2` and indexes it when idle (`store.INDEX_PENDING`):
+        # the rows still waiting, found without a scan by whichever process opens the archive next
+        """
+        CREATE INDEX IF NOT EXISTS msg_index_pending ON msg(id) WHERE indexed = 2;
+        """,
+    ),
 ]
 
 # Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
@@ -285,3 +296,31 @@ MIGRATIONS: list[tuple[str, str]] = [
 DATA_STEPS: dict[str, str] = {"m007_surface_chars": "index_surface_chars"}
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# The full-text indexes of a new archive keep no column lists (`detail = 'none'`): half the bytes
+# of `detail = 'column'` (~0.75 instead of ~1.45 KB per message on bench/import_bench.py's mix) and
+# less work per insert. Nothing needs them: which channel holds a token follows from its shape (one
+# CJK character: `chars`, two: `grams`, a word: both, a part of an identifier: `chars`), so queries
+# carry no column filter (`text.QueryToken.fts`), and the per-column token counts that give a
+# message's length (`store.LENGTH_CHANNEL`) are kept either way (`columnsize`). Applied with the last
+# migration (a plain one: see `Store.migrate`) to an archive that holds no message and no run yet;
+# an older archive keeps its indexes,
+# which answer every query with the same rows (rebuilding them means tokenizing every message again).
+COMPACT_FTS = """
+DROP TABLE msg_fts;
+CREATE VIRTUAL TABLE msg_fts USING fts5(
+  chars, grams,
+  content = '',
+  contentless_delete = 1,
+  tokenize = "ascii tokenchars '_'",
+  detail = 'none'
+);
+DROP TABLE run_fts;
+CREATE VIRTUAL TABLE run_fts USING fts5(
+  chars, grams,
+  content = '',
+  contentless_delete = 1,
+  tokenize = "ascii tokenchars '_'",
+  detail = 'none'
+);
+"""

@@ -45,6 +45,12 @@ class SharedSql:
         """msg id -> `ranking.doc_tokens` counted at write time, where the backend keeps it (else {})."""
         return {}
 
+    index_deferred = False  # live writes leave indexing to `index_pending` (SQLite's `Store.defer_hooks`)
+
+    def index_pending(self) -> int:
+        """Index the messages whose index entry waited (`INDEX_PENDING`); how many. None on this backend."""
+        return 0
+
     def sql_in_list(self, expr: str) -> str:
         """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
         raise NotImplementedError

@@ -27,9 +27,10 @@ import apsw
 from ..core.text import surface_chars
 from ..errors import ArchiveError, CorruptDatabase
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
+from .pending import INDEX_PENDING, PendingIndex
 from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
-from .schema import DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
+from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 from .shared import NO_FILTER, RunFilter, SharedSql
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def _create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-class Store(RunSummaryIndex, SharedSql):
+class Store(PendingIndex, RunSummaryIndex, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
     def __init__(self, path: Path, conn: apsw.Connection) -> None:
@@ -96,6 +97,7 @@ class Store(RunSummaryIndex, SharedSql):
         try:
             store._configure()
             store.migrate()
+            store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             conn.close()
             raise CorruptDatabase(db_path, str(exc)) from None
@@ -154,7 +156,12 @@ class Store(RunSummaryIndex, SharedSql):
                 if self.user_version >= version:  # another process got there first
                     continue
                 self.conn.execute(sql)
+                if version == SCHEMA_VERSION and self._holds_nothing_indexed():
+                    self.conn.execute(COMPACT_FTS)  # a new archive: the compact indexes (see schema.py)
                 self.conn.execute(f"PRAGMA user_version={version}")
+
+    def _holds_nothing_indexed(self) -> bool:
+        return not self.scalar("SELECT EXISTS (SELECT 1 FROM msg) OR EXISTS (SELECT 1 FROM run)")
 
     def _run_data_step(self, version: int, sql: str, step: str) -> None:
         """A migration with a data step: its (idempotent) SQL, the step in short transactions, the bump."""
@@ -346,17 +353,21 @@ class Store(RunSummaryIndex, SharedSql):
         """
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
         m.pack()
+        m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
+        indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
         self.conn.execute(
             """INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
                VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1),
                        ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)""",
-            (m.session_id, m.ts, m.role, m.packed, len(m.text), int(m.indexed), m.entry_id, m.parent_id, meta, m.hash),
+            (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash),
         )
         if self.conn.changes() == 0:
             self._reconcile_entry_id(m)
             return None
         msg_id = self.conn.last_insert_rowid()
-        if m.indexed:
+        if m.index_waits:
+            self.pending_index = True
+        elif m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
             self.index_typed(msg_id, m.text)
         if m.raw is not None:
@@ -387,7 +398,7 @@ class Store(RunSummaryIndex, SharedSql):
 
         With `totals`, the counter deltas are added there, for the caller to write once per transaction.
         """
-        indexed = [m for m in added if m.indexed]
+        indexed = [m for m in added if m.indexed and not m.index_waits]  # waiting ones count when indexed
         if indexed:
             deltas = {"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)}
             if totals is None:
@@ -458,13 +469,14 @@ class Store(RunSummaryIndex, SharedSql):
     deferred_hooks: dict[str, list[int]] | None = None
 
     def defer_hooks(self) -> None:
-        """Live capture: a message's write returns before its run is re-summarized.
+        """Live capture: a message's write returns before it is indexed and its run re-summarized.
 
         The owner (the bridge) calls `storage.writes.run_deferred_hooks` when idle and before any
-        request that reads what the hooks build, so a live write costs the message's own
-        transaction only.
+        request that reads what the hooks build (the index, runs), so a live write costs the
+        message's row and verbatim copy only.
         """
         self.deferred_hooks = {}
+        self.index_deferred = True
 
     def defer_checkpoints(self) -> None:
         """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""

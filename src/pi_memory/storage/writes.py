@@ -101,9 +101,11 @@ def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:
 
 
 def run_deferred_hooks(store: Store) -> bool:
-    """Run the after-write hooks a live writer put off (see `Store.defer_hooks`); True if any ran."""
+    """Index the messages and run the after-write hooks a live writer put off (see `Store.defer_hooks`);
+    True if anything ran."""
+    indexed = store.index_pending() > 0
     if not store.deferred_hooks:
-        return False
+        return indexed
     pending, store.deferred_hooks = store.deferred_hooks, {}
     _run_hooks(store, pending)
     return True
