@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import HAND_QUERIES, Timer, latency_summary, result_header, save_json, table  # noqa: E402
 from corpus import corpus_docs, write_docs_as_sessions  # noqa: E402
 
-from pi_memory.api import Archive  # noqa: E402
-from pi_memory.ingest import run_deferred_hooks, write_messages  # noqa: E402
-from pi_memory.render import message_hash  # noqa: E402
-from pi_memory.store import NewMessage, SessionRow  # noqa: E402
+from pi_memory.archive.api import Archive  # noqa: E402
+from pi_memory.core.render import message_hash  # noqa: E402
+from pi_memory.storage.store import NewMessage, SessionRow  # noqa: E402
+from pi_memory.storage.writes import run_deferred_hooks, write_messages  # noqa: E402
 
 EXTRA_QUERIES = ["龙", "组件", "Vue 响应式", "defineEmits", "Elizabeth Darcy", "nextTick 更新", "the", "我们"]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pi_memory import Archive
-from pi_memory.ingest import run_deferred_hooks
+from pi_memory.storage.writes import run_deferred_hooks
 
 WORDS = "缓存 索引 重建 断流 proxy_buffering SSE nginx reactive ref computed vue 组件 渲染 build test error".split()
 

@@ -140,7 +140,7 @@ def grow_archive(
     `write_batch(folder, n)` writes about `n` messages of session files into `folder`; each copy is
     `work/{name}-{size}.db`. Returns, per size, the import rate, peak RSS and bytes per message.
     """
-    from pi_memory.api import Archive
+    from pi_memory.archive.api import Archive
 
     db = work / "grow.db"
     for p in work.glob("grow.db*"):

@@ -286,7 +286,7 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
 LIVE_CPU = """
 import json, sys, time
 from pi_memory import Archive
-from pi_memory.ingest import run_deferred_hooks
+from pi_memory.storage.writes import run_deferred_hooks
 db, messages = sys.argv[1], json.loads(sys.stdin.read())
 cpu = []
 with Archive.open(db) as archive:
@@ -323,7 +323,7 @@ FTS_FLOOR = """
 import json, sys, tempfile, time
 from pathlib import Path
 import apsw
-from pi_memory.ingest import discover, parse_and_tokenize
+from pi_memory.ingest.importer import discover, parse_and_tokenize
 cuts = []
 for f in discover([Path(sys.argv[1])]):
     parsed, tokens = parse_and_tokenize(str(f), None)
@@ -331,7 +331,7 @@ for f in discover([Path(sys.argv[1])]):
 conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
 conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
 try:
-    from pi_memory.schema import COMPACT_FTS  # the indexes of a new archive (detail='none')
+    from pi_memory.storage.schema import COMPACT_FTS  # the indexes of a new archive (detail='none')
     detail = "none"
 except ImportError:  # a revision from before
     detail = "column"

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from pi_memory import Archive
-from pi_memory.memory.tools import MEMORY_TOOLS
+from pi_memory.frontends.tools.memory import MEMORY_TOOLS
 
 TEXTS = ["使用 pnpm 而不是 npm", "不要修改生产数据库", "Run the linter before committing", "测试放在 tests/ 目录"]
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import git_commit  # noqa: E402
 
 from pi_memory import Archive  # noqa: E402
-from pi_memory.pg import redact  # noqa: E402
+from pi_memory.storage.pg import redact  # noqa: E402
 
 SESSION_MESSAGES = 40
 PASSES = 2

@@ -47,9 +47,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Timer, latency_summary, result_header, save_json, table  # noqa: E402
 from corpus import CLASSICS, NOVELS, Doc, gutenberg_chunks, vue_sections, write_docs_as_sessions  # noqa: E402
 
-from pi_memory.api import Archive  # noqa: E402
-from pi_memory.store import decode_text  # noqa: E402
-from pi_memory.text import QueryToken, fts_and, fts_or, is_cjk, normalize, query_tokens, tokenize  # noqa: E402
+from pi_memory.archive.api import Archive  # noqa: E402
+from pi_memory.core.text import QueryToken, fts_and, fts_or, is_cjk, normalize, query_tokens, tokenize  # noqa: E402
+from pi_memory.storage.store import decode_text  # noqa: E402
 
 K = 10
 
@@ -316,7 +316,8 @@ def build_archive(docs: list[Doc], work: Path) -> tuple[Archive, dict[int, int]]
 
 def apply_overrides(settings: list[str]) -> None:
     """`search.RARE_CANDIDATES=100`, `ranking.PHRASE_WEIGHT=0.5` or `scoring.EXACT_RUNS_BONUS=0.5`: for tuning runs only."""
-    from pi_memory import ranking, scoring, search
+    from pi_memory.core import ranking, scoring
+    from pi_memory.search import messages as search
 
     modules = {"search": search, "ranking": ranking, "scoring": scoring}
     for item in settings:

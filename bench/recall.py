@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pi_memory import Archive  # noqa: E402
-from pi_memory.sources.pi import active_branch, read_session_file  # noqa: E402
+from pi_memory.core.sources.pi import active_branch, read_session_file  # noqa: E402
 
 SESSION = "01b00000-0000-7000-8000-00000000bench"
 WORDS = "cache index latency timeout retry token refresh parser buffer socket 缓存 索引 超时 重试 刷新".split()

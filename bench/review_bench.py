@@ -207,7 +207,10 @@ def measure(db: Path, since: int | None, repeat: int) -> dict[str, Any]:
 
 def baseline_rss() -> float:
     """The peak RSS of a process that imports the library and does nothing: what the review adds is above it."""
-    code = PEAK_RSS + f"import sys; sys.path.insert(0,{str(ROOT / 'src')!r}); import pi_memory.review, pi_memory.api\n"
+    code = (
+        PEAK_RSS
+        + f"import sys; sys.path.insert(0,{str(ROOT / 'src')!r}); import pi_memory.review, pi_memory.archive.api\n"
+    )
     code += "print(peak_rss_mb())"
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 

@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pi_memory import Archive  # noqa: E402
-from pi_memory.ingest import message_from_entry, write_messages  # noqa: E402
-from pi_memory.sources.pi import read_session_file  # noqa: E402
-from pi_memory.store import SessionRow  # noqa: E402
+from pi_memory.core.sources.pi import read_session_file  # noqa: E402
+from pi_memory.ingest.importer import message_from_entry  # noqa: E402
+from pi_memory.storage.store import SessionRow  # noqa: E402
+from pi_memory.storage.writes import write_messages  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "pi" / "pi-0.73.1-vue-reactive-zh.jsonl"
 

@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import HAND_QUERIES, Timer, grow_archive, latency_summary, result_header, save_json, table  # noqa: E402
 from corpus import MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_session  # noqa: E402
 
-from pi_memory.api import Archive  # noqa: E402
-from pi_memory.store import decode_text  # noqa: E402
-from pi_memory.text import fts_or, query_tokens  # noqa: E402
+from pi_memory.archive.api import Archive  # noqa: E402
+from pi_memory.core.text import fts_or, query_tokens  # noqa: E402
+from pi_memory.storage.store import decode_text  # noqa: E402
 
 BATCH_SESSIONS = 250  # 10k messages generated, imported, deleted at a time
 

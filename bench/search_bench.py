@@ -33,7 +33,7 @@ from common import HAND_QUERIES, Timer, grow_archive, latency_summary, result_he
 from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
 from scale import bm25_query  # noqa: E402  (the same baseline as scale.py)
 
-from pi_memory.api import Archive  # noqa: E402
+from pi_memory.archive.api import Archive
 
 BATCH_MESSAGES = 10_000
 
@@ -78,7 +78,7 @@ def build(corpus: Path, sizes: list[int], work: Path, seed: int) -> list[dict[st
 def cold_first_query(db: Path, query: str) -> float:
     """The first search of a fresh process (module import excluded, archive open included)."""
     code = (
-        "import sys, time; from pi_memory.api import Archive\n"
+        "import sys, time; from pi_memory.archive.api import Archive\n"
         "t=time.perf_counter(); a=Archive.open(sys.argv[1]); a.search(sys.argv[2], limit=10)\n"
         "print((time.perf_counter()-t)*1000)"
     )

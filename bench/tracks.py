@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from pi_memory import Archive  # noqa: E402
-from pi_memory.format import format_search  # noqa: E402
-from pi_memory.runview import format_summary_hits  # noqa: E402
+from pi_memory.archive.present import format_search  # noqa: E402
+from pi_memory.archive.runview import format_summary_hits  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "data" / "pi"
 QUERIES = [

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import latency_summary, result_header, save_json, table  # noqa: E402
 
-from pi_memory.api import Archive  # noqa: E402
+from pi_memory.archive.api import Archive
 
 TARGET_MS = 100
 MEMORY_EVENTS = 300
@@ -82,7 +82,7 @@ def pages(archive: Archive) -> list[tuple[str, str]]:
 def measure(archive: Archive, repeat: int) -> list[dict[str, Any]]:
     from starlette.testclient import TestClient
 
-    from pi_memory.web.app import Settings, create_app
+    from pi_memory.frontends.web.app import Settings, create_app
 
     client = TestClient(create_app(archive, Settings(write=True)), raise_server_exceptions=True)
     out = []

@@ -1,4 +1,4 @@
-"""Write src/pi_memory/fold_table.py: opencc's traditional -> simplified mapping of single Han characters.
+"""Write src/pi_memory/core/fold_table.py: opencc's traditional -> simplified mapping of single Han characters.
 
 Design idea: scoring and snippets fold per character (`text.normalize_fast`),
 and building that table from opencc at run time (one conversion of ~28,000
@@ -20,7 +20,7 @@ import opencc
 
 # Han ranges folded character by character (URO, Ext A, compatibility ideographs).
 FOLD_RANGES = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
-OUT = Path(__file__).resolve().parent.parent / "src" / "pi_memory" / "fold_table.py"
+OUT = Path(__file__).resolve().parent.parent / "src" / "pi_memory" / "core" / "fold_table.py"
 PER_LINE = 40
 
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pi_memory.fold.apply import Edit
-from pi_memory.fold.plan import FoldSettings
-from pi_memory.fold.service import fold_now, on_context
+from pi_memory.compact.fold.apply import Edit
+from pi_memory.compact.fold.plan import FoldSettings
+from pi_memory.compact.fold.service import fold_now, on_context
 
 
 def body(tag: str, size: int) -> str:

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from conftest import python_cli
 from pi_memory import Archive
-from pi_memory.cli import cli
+from pi_memory.frontends.cli.main import cli
 
 DATA = Path(__file__).parent / "data"
 CLAUDE_DATA = DATA / "claude" / "daaain-claude-code-log"

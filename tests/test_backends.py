@@ -14,8 +14,9 @@ import pytest
 
 from conftest import PI_DATA
 from pi_memory import Archive
+from pi_memory.archive.present import format_read, format_search, format_stats
+from pi_memory.core.format import READ_CAP, SEARCH_CAP
 from pi_memory.errors import BadInput, NotFound
-from pi_memory.format import READ_CAP, SEARCH_CAP, format_read, format_search, format_stats
 from test_capture import RPC_COMPACTION, SDK_TREE, lines
 from test_search import write_session, write_small_sessions
 

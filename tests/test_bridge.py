@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from conftest import python_cli
-from pi_memory.bridge import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
-from pi_memory.pg import redact
+from pi_memory.frontends.bridge.server import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
+from pi_memory.storage.pg import redact
 
 
 def run(db: Path, *requests: Any, raw: bytes = b"", limit: int = MAX_REQUEST_BYTES) -> list[dict[str, Any]]:
@@ -180,7 +180,7 @@ REPLY = {
 
 def test_live_writes_put_run_summaries_off_until_a_read_needs_them(archive_target: str) -> None:
     from pi_memory import Archive
-    from pi_memory.ingest import run_deferred_hooks
+    from pi_memory.storage.writes import run_deferred_hooks
 
     with Archive.open(archive_target) as archive:
         archive.store.defer_hooks()
@@ -195,8 +195,8 @@ def test_live_writes_put_run_summaries_off_until_a_read_needs_them(archive_targe
 
 def test_live_writes_leave_indexing_to_the_idle_moment_and_search_then_finds_them(archive_target: str) -> None:
     from pi_memory import Archive
-    from pi_memory.ingest import run_deferred_hooks
-    from pi_memory.store import INDEX_PENDING
+    from pi_memory.storage.pending import INDEX_PENDING
+    from pi_memory.storage.writes import run_deferred_hooks
 
     with Archive.open(archive_target) as archive:
         archive.store.defer_hooks()

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.store import decode_text
+from pi_memory.storage.store import decode_text
 
 SDK_TREE = PI_DATA / "pi-0.73.1-sdk-faux-tree.jsonl"
 RPC_COMPACTION = PI_DATA / "pi-0.73.1-cli-rpc-faux-compaction.jsonl"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pi_memory.sources import claude
-from pi_memory.sources.readers import read_session_file, sniff_file
+from pi_memory.core.sources import claude
+from pi_memory.core.sources.readers import read_session_file, sniff_file
 
 DATA = Path(__file__).parent / "data" / "claude" / "daaain-claude-code-log"
 SHOWCASE = DATA / "minimal_showcase"

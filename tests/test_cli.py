@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import BAD_DATA, PI_DATA, python_cli
-from pi_memory.cli import cli
+from pi_memory.frontends.cli.main import cli
 
 pytestmark = pytest.mark.usefixtures("archive_target")  # every command on both backends
 

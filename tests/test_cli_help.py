@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import pi_memory.cli as cli_module
-from pi_memory.cli import EXAMPLES, INTERNAL_COMMANDS, cli
+import pi_memory.frontends.cli.shell as cli_module
+from pi_memory.frontends.cli.main import EXAMPLES, INTERNAL_COMMANDS, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from compact_helpers import Branch
 from conftest import PI_DATA
 from pi_memory.compact.boundary import choose_boundary, context_start, is_split_turn, pairing_problems, visible_messages
-from pi_memory.sources.pi import active_branch, read_session_file
+from pi_memory.core.sources.pi import active_branch, read_session_file
 
 
 def two_turns() -> tuple[Branch, dict[str, str]]:

@@ -16,7 +16,7 @@ from pi_memory.compact.derive import (
     looks_like_credential,
     write_derived,
 )
-from pi_memory.sources.pi import read_session_file
+from pi_memory.core.sources.pi import read_session_file
 from test_compact_plan import busy_session
 
 

@@ -12,7 +12,7 @@ from conftest import PI_DATA
 from pi_memory.compact.checkpoint import EARLIER, MARKER, THIS_WINDOW, source_hash, summary_sections
 from pi_memory.compact.facts import collect_facts, command_paths, parse_test_counts
 from pi_memory.compact.plan import compact_plan, timed_plan
-from pi_memory.sources.pi import active_branch, read_session_file
+from pi_memory.core.sources.pi import active_branch, read_session_file
 
 
 def fixture_main_line() -> list[dict[str, Any]]:

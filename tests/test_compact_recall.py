@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.cli import cli
 from pi_memory.errors import BadInput
+from pi_memory.frontends.cli.main import cli
 
 SSE = "01a2364c-47af-74be-8d7c-46780d07ec0e"
 LONG = "01a2364c-a7f6-75cb-ba8a-42838165f27d"

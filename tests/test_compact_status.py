@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import PI_DATA, python_cli
 from pi_memory import Archive
-from pi_memory.cli import cli
+from pi_memory.frontends.cli.main import cli
 from test_compact_plan import busy_session
 from test_compact_window import SID, commit
 

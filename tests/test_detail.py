@@ -8,10 +8,10 @@ import pytest
 
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.detail import PAGE_BYTES, MessageDetail, RunWindow, page, parse_address, strip_attachments
+from pi_memory.archive.runview import format_detail, format_run_window
+from pi_memory.core.format import EVIDENCE_HEADER
 from pi_memory.errors import BadInput, NotFound
-from pi_memory.format import EVIDENCE_HEADER
-from pi_memory.runview import format_detail, format_run_window
+from pi_memory.runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page, parse_address, strip_attachments
 
 LONG = "01a2364c-a7f6-75cb-ba8a-42838165f27d"  # pi 0.73.1 long-output-en: a 23 KB read result
 VUE_16 = "01a2364c-7a3b-70ab-a89e-530d71f83655"  # pi 1.6.0 vue-reactive-zh: a user message with an image

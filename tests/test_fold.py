@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 from fold_helpers import Session, appended, body
-from pi_memory.fold.apply import folded_messages
-from pi_memory.fold.plan import FoldSettings, plan_block
-from pi_memory.fold.records import Item, parse_records
-from pi_memory.fold.render import args_text, stub_text
-from pi_memory.fold.service import fold_now
-from pi_memory.fold.status import fold_status
-from pi_memory.fold.view import view_from_entries, view_from_messages
+from pi_memory.compact.fold.apply import folded_messages
+from pi_memory.compact.fold.plan import FoldSettings, plan_block
+from pi_memory.compact.fold.records import Item, parse_records
+from pi_memory.compact.fold.render import args_text, stub_text
+from pi_memory.compact.fold.service import fold_now
+from pi_memory.compact.fold.status import fold_status
+from pi_memory.compact.fold.view import view_from_entries, view_from_messages
 
 TOOLS = [("read", {"path": "src/a.ts"}, 9000), ("bash", {"command": "npm test"}, 4000)]
 

@@ -10,8 +10,8 @@ from typing import Any
 from click.testing import CliRunner
 
 from fold_helpers import Session
-from pi_memory.bridge import METHODS
-from pi_memory.cli import cli
+from pi_memory.frontends.bridge.server import METHODS
+from pi_memory.frontends.cli.main import cli
 
 SID = "fold-session-1"
 

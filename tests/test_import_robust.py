@@ -17,9 +17,9 @@ import pytest
 import pi_memory
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.detail import RunWindow
-from pi_memory.ingest import PARALLEL_MIN_FILES
-from pi_memory.store import decode_text, decompress
+from pi_memory.ingest.importer import PARALLEL_MIN_FILES
+from pi_memory.runs.detail import RunWindow
+from pi_memory.storage.store import decode_text, decompress
 
 VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
 LEGACY = Path(__file__).parent / "data" / "legacy" / "schema5-pi.db"
@@ -153,8 +153,8 @@ def whole_raw(a: Archive, address: str) -> bytes:
 
 
 def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> None:
-    from pi_memory.ingest import BATCH, INDEX_BUDGET, SessionWrite, pack
-    from pi_memory.store import NewMessage
+    from pi_memory.storage.store import NewMessage
+    from pi_memory.storage.writes import BATCH, INDEX_BUDGET, SessionWrite, pack
 
     def msg(i: int, tokens: int) -> NewMessage:
         return NewMessage("s", i, "user", "x", True, None, None, {}, f"h{i}", chars="a" * tokens)
@@ -171,7 +171,7 @@ def test_import_transactions_are_cut_by_message_count_and_by_index_cost() -> Non
 
 
 def test_plain_and_packed_message_rows_live_side_by_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pi_memory.store as store
+    import pi_memory.storage.codec as store
 
     folder = many_sessions(tmp_path / "sessions", 2)
     with Archive.open(tmp_path / "a.db") as a:

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from pi_memory.install import Facts, extension_sources, installation_checks, problems
+from pi_memory.frontends.cli.install import Facts, extension_sources, installation_checks, problems
 
 ROOT = Path(__file__).resolve().parent.parent
 

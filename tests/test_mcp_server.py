@@ -13,8 +13,8 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from pi_memory import Archive
-from pi_memory.format import EVIDENCE_HEADER
-from pi_memory.mcp_server import build_server, memory_tool
+from pi_memory.core.format import EVIDENCE_HEADER
+from pi_memory.frontends.mcp_server import build_server, memory_tool
 
 DATA = Path(__file__).parent / "data"
 CODEX_DATA = DATA / "codex" / "daaain-claude-code-log"
@@ -110,7 +110,7 @@ def test_memory_tools_get_their_schema_and_the_workspace_from_the_server(
 
 
 def test_memory_tools_are_served_when_the_memory_module_exists(archive: Archive) -> None:
-    tools_module = pytest.importorskip("pi_memory.memory.tools")
+    tools_module = pytest.importorskip("pi_memory.frontends.tools.memory")
 
     async def go() -> set[str]:
         async with Client(build_server(archive)) as client:

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pi_memory.bridge import serve
-from pi_memory.memory.tools import COMMAND_DESCRIPTIONS, MEMORY_COMMANDS, MEMORY_TOOL_SPECS
+from pi_memory.frontends.bridge.server import serve
+from pi_memory.frontends.tools.memory import COMMAND_DESCRIPTIONS, MEMORY_COMMANDS, MEMORY_TOOL_SPECS
 
 
 def run(db: Path, *requests: dict[str, Any]) -> list[dict[str, Any]]:

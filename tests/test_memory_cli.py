@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import python_cli
-from pi_memory.cli import cli
+from pi_memory.frontends.cli.main import cli
 from pi_memory.memory.chain import canonical
 
 
@@ -146,7 +146,7 @@ def test_the_installed_command_runs_remember_and_memories(ws: Path) -> None:
 def test_every_memory_subcommand_is_documented_in_the_readme() -> None:
     import re
 
-    from pi_memory.cli import memory
+    from pi_memory.frontends.cli.memory import memory
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
     documented = {

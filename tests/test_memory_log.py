@@ -13,7 +13,7 @@ from pi_memory.errors import ArchiveError, BadInput
 from pi_memory.memory import Memories, MemoryChainBroken, workspace_key
 from pi_memory.memory.chain import GENESIS, ChainRow, canonical, event_hash, make_row, verify_chain
 from pi_memory.memory.log import parse_export
-from pi_memory.store import Store
+from pi_memory.storage.store import Store
 
 
 @pytest.fixture

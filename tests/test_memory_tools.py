@@ -10,8 +10,14 @@ import pytest
 
 from pi_memory import Archive
 from pi_memory.errors import ArchiveError, BadInput
+from pi_memory.frontends.tools.memory import (
+    MEMORY_COMMANDS,
+    MEMORY_TOOL_SPECS,
+    MEMORY_TOOLS,
+    OUTPUT_CAP,
+    injection_text,
+)
 from pi_memory.memory.find import render_injection
-from pi_memory.memory.tools import MEMORY_COMMANDS, MEMORY_TOOL_SPECS, MEMORY_TOOLS, OUTPUT_CAP, injection_text
 
 
 @pytest.fixture
@@ -211,7 +217,7 @@ def test_slash_forget_and_usage_errors(archive: Archive, ws: str) -> None:
 
 
 def test_call_tool_ignores_a_cwd_or_session_the_model_sends(archive: Archive, ws: str, tmp_path: Path) -> None:
-    from pi_memory.memory.tools import call_tool
+    from pi_memory.frontends.tools.memory import call_tool
 
     archive.memory_remember(ws, "here only")
     params = {"query": "here", "cwd": str(tmp_path), "session_id": "forged"}
@@ -234,7 +240,7 @@ def test_numeric_strings_are_accepted_and_other_bad_params_are_one_line_errors(a
 
 
 def test_bridge_methods_return_text_for_tools_commands_and_injection(archive: Archive, ws: str) -> None:
-    from pi_memory.memory.tools import BRIDGE_METHODS
+    from pi_memory.frontends.tools.memory import BRIDGE_METHODS
 
     host = {"cwd": ws, "session_id": "s1"}
     note = BRIDGE_METHODS["memory_command"](archive, {**host, "name": "remember", "args": "pin 使用 pnpm"})

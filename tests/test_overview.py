@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conftest import PI_DATA
-from pi_memory.overview import DAY_MS, day_series, top_groups
+from pi_memory.archive.overview import DAY_MS, day_series, top_groups
 
 
 def test_day_series_has_every_day_of_the_window_with_zeros_where_nothing_happened() -> None:

@@ -15,7 +15,7 @@ import pytest
 from conftest import PI_DATA, claude_line, python_cli
 from pg_support import connect
 from pi_memory import Archive
-from pi_memory.store import decode_text
+from pi_memory.storage.store import decode_text
 from test_capture import lines
 from test_pg_team import apply_roles, one_session
 

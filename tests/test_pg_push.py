@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from conftest import BAD_DATA, PI_DATA
 from pg_support import connect
 from pi_memory import Archive
-from pi_memory.cli import cli
-from pi_memory.pg.store import PgStore
+from pi_memory.frontends.cli.main import cli
+from pi_memory.storage.pg.store import PgStore
 
 
 @pytest.fixture
@@ -59,7 +59,7 @@ def test_push_copies_everything_and_a_second_push_adds_nothing(local: Path, pg_u
 
 
 def test_an_interrupted_push_resumes_without_duplicates(local: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr("pi_memory.ingest.BATCH", 20)  # several transactions for the fixture's 200 messages
+    monkeypatch.setattr("pi_memory.storage.writes.BATCH", 20)  # several transactions for the fixture's 200 messages
     real = PgStore._write_txn
     calls = {"n": 0}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_memory.pg.store import pg_sql
+from pi_memory.storage.pg.store import pg_sql
 
 
 @pytest.mark.parametrize(

@@ -14,11 +14,11 @@ from click.testing import CliRunner
 from conftest import PI_DATA, python_cli
 from pg_support import as_role, connect
 from pi_memory import Archive
-from pi_memory.cli import cli
+from pi_memory.core.text import query_tokens
 from pi_memory.errors import ArchiveError, NotFound
-from pi_memory.pg import redact, roles_sql
-from pi_memory.pg.store import PermissionDenied
-from pi_memory.text import query_tokens
+from pi_memory.frontends.cli.main import cli
+from pi_memory.storage.pg import redact, roles_sql
+from pi_memory.storage.pg.store import PermissionDenied
 from test_search import write_session
 
 
@@ -234,7 +234,7 @@ def test_who_wrote_it_filters_on_a_local_archive_are_a_clear_error(db_path: Path
 def test_run_counts_of_common_summary_tokens_are_estimated_past_the_cap(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    import pi_memory.pg.store as pg_store
+    import pi_memory.storage.pg.store as pg_store
 
     for k in range(20):
         one_session(tmp_path / "s", f"run{k:05d}-0001", [f"部署 step {k}", f"done {k}"])

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from conftest import PI_DATA, python_cli
-from pi_memory.progress import ImportProgress, progress_line
+from pi_memory.frontends.cli.progress import ImportProgress, progress_line
 
 
 def test_the_progress_line_names_files_messages_rate_and_eta() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from pi_memory import ranking
-from pi_memory.text import QueryToken, normalize, query_tokens
+from pi_memory.core import ranking
+from pi_memory.core.text import QueryToken, normalize, query_tokens
 
 
 def test_idf_is_higher_for_rarer_tokens() -> None:

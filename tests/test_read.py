@@ -1,8 +1,9 @@
 import pytest
 
 from pi_memory import Archive
+from pi_memory.archive.present import format_read, format_stats
+from pi_memory.core.format import READ_CAP, short_id
 from pi_memory.errors import BadInput, NotFound
-from pi_memory.format import READ_CAP, format_read, format_stats, short_id
 
 VUE_SID_073 = None
 

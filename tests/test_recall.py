@@ -11,12 +11,12 @@ from click.testing import CliRunner
 
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.cli import cli
-from pi_memory.detail import message_detail_text
+from pi_memory.core.format import EVIDENCE_HEADER
+from pi_memory.core.sources.pi import active_branch, read_session_file
 from pi_memory.errors import BadInput
-from pi_memory.format import EVIDENCE_HEADER
+from pi_memory.frontends.cli.main import cli
 from pi_memory.recall import RECALL_MAX_CHARS, allowed_roles, parse_request
-from pi_memory.sources.pi import active_branch, read_session_file
+from pi_memory.runs.detail import message_detail_text
 
 SSE_FILE = PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl"
 LONG_FILE = PI_DATA / "pi-0.73.1-long-output-en.jsonl"
@@ -413,7 +413,7 @@ def test_tool_result_kind_includes_failed_tool_calls(imported: Archive) -> None:
 
 
 def test_bridge_recall_takes_session_and_branch_from_the_host_not_the_model(imported: Archive) -> None:
-    from pi_memory.recall import RECALL_TOOL_SPEC, bridge_recall
+    from pi_memory.frontends.tools.recall import RECALL_TOOL_SPEC, bridge_recall
 
     json.dumps(RECALL_TOOL_SPEC)
     model_args = {"query": "heartbeat", "session_id": LONG, "branch_ids": sorted(ABANDONED)}
@@ -428,8 +428,8 @@ def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanne
     imported: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the index's tracks are bounded (rare postings budget, recent rowid window): simulate an old session
-    import pi_memory.pg.search as pg_search
-    import pi_memory.search as search
+    import pi_memory.search.messages as search
+    import pi_memory.search.pg as pg_search
 
     indexed = on_branch(imported, query="Last-Event-ID", kind="assistant")
     monkeypatch.setattr(search, "RARE_POSTINGS_BUDGET", 0)

@@ -1,8 +1,4 @@
-from pi_memory.render import (
-    INDEXED_TEXT_CAP,
-    message_hash,
-    render_message,
-)
+from pi_memory.core.render import INDEXED_TEXT_CAP, message_hash, render_message
 
 
 def test_user_text_keeps_image_placeholders():

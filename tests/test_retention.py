@@ -11,8 +11,8 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from pi_memory import Archive
-from pi_memory.cli import cli
-from pi_memory.retention import ClaudeFile, cleanup_period, retention_advice
+from pi_memory.frontends.cli.main import cli
+from pi_memory.ingest.retention import ClaudeFile, cleanup_period, retention_advice
 
 DATA = Path(__file__).parent / "data" / "claude" / "daaain-claude-code-log"
 

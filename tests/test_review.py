@@ -16,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from pi_memory import Archive
-from pi_memory.cli import cli
 from pi_memory.errors import BadInput
+from pi_memory.frontends.cli.main import cli
+from pi_memory.frontends.tools.review import parse_args
 from pi_memory.review import Collector, RunRow, format_report, normalize_command, normalize_error
-from pi_memory.review.commands import parse_args
 from pi_memory.review.corrections import correction_cues
 from pi_memory.review.ledger import Side, split, suggested, verdict
 from pi_memory.review.rules import draft_rule
@@ -403,7 +403,7 @@ def test_pi_commands_default_to_this_workspace_and_the_last_30_days() -> None:
 def _bridge(target: str, *requests: dict[str, Any]) -> list[dict[str, Any]]:
     import io
 
-    from pi_memory.bridge import serve
+    from pi_memory.frontends.bridge.server import serve
 
     body = b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in requests)
     out = io.BytesIO()
@@ -414,7 +414,7 @@ def _bridge(target: str, *requests: dict[str, Any]) -> list[dict[str, Any]]:
 def test_the_bridge_review_shows_the_report_and_dream_frames_it_as_evidence(
     reviewed: Archive, archive_target: str
 ) -> None:
-    from pi_memory.format import EVIDENCE_HEADER
+    from pi_memory.core.format import EVIDENCE_HEADER
 
     show, dream, empty, bad = _bridge(
         archive_target,
@@ -436,8 +436,8 @@ def test_the_mcp_server_offers_the_review_as_a_tool(reviewed: Archive, monkeypat
     import anyio
     from mcp import Client
 
-    from pi_memory.format import EVIDENCE_HEADER
-    from pi_memory.mcp_server import build_server
+    from pi_memory.core.format import EVIDENCE_HEADER
+    from pi_memory.frontends.mcp_server import build_server
 
     monkeypatch.chdir(Path(__file__).parent)  # the server's cwd is the ledger's workspace: no memories there
 

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.runs import RunInfo
-from pi_memory.summary import RunMessage, clip_sentences, command_paths, compose_line, segment
+from pi_memory.core.summary import RunMessage, clip_sentences, command_paths, compose_line, segment
+from pi_memory.runs.table import RunInfo
 
 VUE = "01a2364c-1ceb-71c5-bb77-67f902437018"  # pi 0.73.1 vue-reactive-zh
 COMPACTION = "01a23641-d2b6-75f5-bc3b-b9a1fddc9155"  # pi 0.73.1 cli-rpc-faux-compaction
@@ -135,9 +135,10 @@ def test_runs_are_built_incrementally_as_a_session_file_grows(archive: Archive, 
 
 
 def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive: Archive, tmp_path: Path) -> None:
-    from pi_memory.ingest import message_from_entry, write_messages
-    from pi_memory.sources.pi import read_session_file
-    from pi_memory.store import SessionRow
+    from pi_memory.core.sources.pi import read_session_file
+    from pi_memory.ingest.importer import message_from_entry
+    from pi_memory.storage.store import SessionRow
+    from pi_memory.storage.writes import write_messages
 
     parsed = read_session_file(PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl")
     with archive.store.write():
@@ -159,7 +160,7 @@ def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive:
 def test_a_bulk_import_writes_the_same_runs_as_segmenting_each_session_alone(
     archive: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pi_memory.runs as runs
+    import pi_memory.runs.table as runs
 
     monkeypatch.setattr(runs, "RUNS_PER_WRITE", 3)  # transactions that end inside a session's runs
     archive.import_paths([PI_DATA])  # one write covers many sessions: their runs share transactions
@@ -177,7 +178,7 @@ def test_a_turn_without_a_reply_before_the_next_prompt_is_aborted() -> None:
         RunMessage(3, "c", "user", "never mind"),
         RunMessage(4, "d", "assistant", "ok", {"stopReason": "stop"}),
     ]
-    from pi_memory.summary import run_status
+    from pi_memory.core.summary import run_status
 
     runs = segment(msgs)
     assert [[m.msg_id for m in r] for r in runs] == [[1, 2], [3, 4]]
@@ -197,7 +198,7 @@ def test_rebuild_keeps_run_ids_and_summaries(imported: Archive) -> None:
 def test_an_optional_summarizer_can_write_the_line_and_is_off_by_default(
     archive: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pi_memory import runs as runs_module
+    from pi_memory.runs import table as runs_module
 
     assert runs_module.SUMMARIZER is None
     seen: list[int] = []
@@ -233,7 +234,7 @@ def test_simple_bash_commands_name_their_files() -> None:
 
 
 def test_compose_line_says_errors_and_status() -> None:
-    from pi_memory.summary import Field
+    from pi_memory.core.summary import Field
 
     line = compose_line(Field("Fix the build."), None, ["src/a.py"], 2, "aborted")
     assert line == "Fix the build. [a.py] (2 errors, aborted)"

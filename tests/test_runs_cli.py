@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import PI_DATA, python_cli
-from pi_memory.cli import cli
+from pi_memory.frontends.cli.main import cli
 
 LONG_FILE = PI_DATA / "pi-0.73.1-long-output-en.jsonl"
 
@@ -99,7 +99,7 @@ def test_forget_yes_then_reimport_does_not_revive(archive_target: str) -> None:
 
 
 def test_forget_asks_first_on_a_terminal(archive_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pi_memory.cli as cli_module
+    import pi_memory.frontends.cli.shell as cli_module
 
     imported(archive_target)
     monkeypatch.setattr(cli_module, "_interactive", lambda: True)

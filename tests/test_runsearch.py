@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from pi_memory import Archive
+from pi_memory.archive.runview import format_summary_hits
+from pi_memory.core.format import EVIDENCE_HEADER
 from pi_memory.errors import BadInput
-from pi_memory.format import EVIDENCE_HEADER
-from pi_memory.runsearch import RunHit
-from pi_memory.runview import format_summary_hits
-from pi_memory.search import Hit
+from pi_memory.search.messages import Hit
+from pi_memory.search.runs import RunHit
 from test_search import write_session
 
 VUE = "01a2364c-1ceb-71c5-bb77-67f902437018"
@@ -112,7 +112,7 @@ def test_a_query_of_operators_is_just_text_in_the_summary_track(imported: Archiv
 def test_an_old_run_is_found_by_its_rare_word_and_common_words_look_at_the_newest_runs(
     archive: Archive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pi_memory.runsearch as runsearch
+    import pi_memory.search.runs as runsearch
 
     folder = tmp_path / "many"
     folder.mkdir()

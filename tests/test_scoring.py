@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from pi_memory import ranking, scoring
-from pi_memory.text import normalize, query_tokens, surface_forms, typed_forms
+from pi_memory.core import ranking, scoring
+from pi_memory.core.text import normalize, query_tokens, surface_forms, typed_forms
 
 
 def prepared(query: str, weight: float = 2.0) -> scoring.PreparedQuery:

@@ -5,7 +5,8 @@ import pytest
 
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.format import SEARCH_CAP, format_search
+from pi_memory.archive.present import format_search
+from pi_memory.core.format import SEARCH_CAP
 
 
 def write_session(path: Path, sid: str, cwd: str, texts: list[str], start_ms: int = 1_790_000_000_000) -> Path:

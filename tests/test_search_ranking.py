@@ -9,9 +9,9 @@ import pytest
 
 from conftest import python_cli
 from pi_memory import Archive
-from pi_memory.ingest import write_messages
-from pi_memory.render import message_hash
-from pi_memory.store import NewMessage, SessionRow
+from pi_memory.core.render import message_hash
+from pi_memory.storage.store import NewMessage, SessionRow
+from pi_memory.storage.writes import write_messages
 
 # Filler that shares common words and characters with the targets, so a target
 # must win on rare tokens, adjacency and term weight, not on being the only match.

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BAD_DATA, PI_DATA
-from pi_memory.sources.pi import active_branch, parse_iso_ms, parse_lines, project_of, read_session_file
+from pi_memory.core.sources.pi import active_branch, parse_iso_ms, parse_lines, project_of, read_session_file
 
 PI_FILES = sorted(PI_DATA.glob("*.jsonl")) + sorted((PI_DATA / "agent-dir").rglob("*.jsonl"))
 

@@ -8,8 +8,8 @@ import pytest
 
 from conftest import BAD_DATA, PI_DATA
 from pi_memory import Archive
-from pi_memory.schema import SCHEMA_VERSION
-from pi_memory.store import Store, decompress
+from pi_memory.storage.schema import SCHEMA_VERSION
+from pi_memory.storage.store import Store, decompress
 
 VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
 
@@ -201,7 +201,7 @@ def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path):
 def test_verbatim_lines_round_trip_and_older_plain_zlib_blobs_still_read():
     import zlib
 
-    from pi_memory.store import compress
+    from pi_memory.storage.store import compress
 
     line = b'{"type":"message","id":"ab12cd34","parentId":null,"message":{"role":"user","content":"\xe7\xbc\x93\xe5\xad\x98"}}'
     assert decompress(compress(line)) == line
@@ -210,7 +210,7 @@ def test_verbatim_lines_round_trip_and_older_plain_zlib_blobs_still_read():
 
 
 def test_many_files_import_the_same_with_a_parsing_worker_as_without(tmp_path: Path, monkeypatch):
-    import pi_memory.ingest as ingest
+    import pi_memory.ingest.importer as ingest
 
     lines = VUE.read_bytes().splitlines(keepends=True)
     folder = tmp_path / "many"
@@ -234,7 +234,7 @@ def test_many_files_import_the_same_with_a_parsing_worker_as_without(tmp_path: P
 
 
 def test_message_text_is_stored_compressed_and_its_verbatim_line_against_it():
-    from pi_memory.store import compress, decode_text, encode_text
+    from pi_memory.storage.store import compress, decode_text, encode_text
 
     text = "缓存索引重建之后 SSE 断流: proxy_buffering off\n→ bash(grep -r nginx)"
     line = json.dumps({"type": "message", "message": {"content": [{"type": "text", "text": text}]}}, ensure_ascii=False)
@@ -255,7 +255,7 @@ def _fts_sql(migration_sql: str, table: str) -> str:
 
 
 def test_a_new_archive_gets_indexes_without_column_lists_and_a_migrated_one_keeps_its_own(tmp_path: Path):
-    from pi_memory.schema import MIGRATIONS
+    from pi_memory.storage.schema import MIGRATIONS
 
     with Archive.open(tmp_path / "new.db") as a:
         for table in ("msg_fts", "run_fts"):
@@ -269,8 +269,8 @@ def test_a_new_archive_gets_indexes_without_column_lists_and_a_migrated_one_keep
 
 def test_every_query_token_finds_the_same_rows_in_a_column_index_filtered_and_a_compact_index_unfiltered():
     """Why queries need no column filter: a token's shape says which channel holds it."""
-    from pi_memory.schema import COMPACT_FTS, MIGRATIONS
-    from pi_memory.text import query_tokens, tokenize
+    from pi_memory.core.text import query_tokens, tokenize
+    from pi_memory.storage.schema import COMPACT_FTS, MIGRATIONS
 
     docs = [
         "缓存索引的方案 rebuild the cache",

@@ -4,7 +4,7 @@ archives written before, once upgraded (SQLite m007_surface_chars, PostgreSQL m0
 from __future__ import annotations
 
 from pi_memory import Archive
-from pi_memory.text import QueryToken, surface_chars, surface_tokens
+from pi_memory.core.text import QueryToken, surface_chars, surface_tokens
 from test_search_ranking import _fill
 
 OLD = "人之構造，與天地相參。"

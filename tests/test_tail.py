@@ -13,8 +13,8 @@ import pytest
 
 from conftest import claude_line
 from pi_memory import Archive
-from pi_memory.store import decode_text
-from pi_memory.tail import Follower, complete_lines
+from pi_memory.ingest.tail import Follower, complete_lines
+from pi_memory.storage.store import decode_text
 
 DATA = Path(__file__).parent / "data"
 V1 = DATA / "bad" / "pi-v1-legacy.jsonl"
@@ -187,7 +187,7 @@ def test_watch_falls_back_to_polling_when_native_watching_is_refused(
     archive: Archive, tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """E.g. the per-user inotify instance limit is reached: watchdog's polling observer takes over."""
-    import pi_memory.watch as watch_module
+    import pi_memory.frontends.watch as watch_module
 
     class RefusingObserver(watch_module.Observer):  # type: ignore[misc,valid-type]
         def start(self) -> None:

@@ -1,4 +1,4 @@
-from pi_memory.text import (
+from pi_memory.core.text import (
     clip,
     fts_and,
     fts_or,
@@ -124,7 +124,7 @@ def test_snippet_marks_english_words_only_as_whole_words_and_every_time():
 
 
 def test_a_word_cut_by_the_edge_of_the_snippet_window_is_marked_only_if_it_ends_there():
-    from pi_memory.text import occurrences
+    from pi_memory.core.text import occurrences
 
     text = "whale and whalebone"
     assert occurrences(text, ["whale"], 0, 15) == [(0, 5)]  # `whalebone` goes on past the window
@@ -132,7 +132,7 @@ def test_a_word_cut_by_the_edge_of_the_snippet_window_is_marked_only_if_it_ends_
 
 
 def test_the_hit_marker_cannot_be_confused_with_chinese_brackets():
-    from pi_memory.text import HIT_CLOSE, HIT_OPEN
+    from pi_memory.core.text import HIT_CLOSE, HIT_OPEN
 
     out = snippet("见【附录】里的缓存说明", [["缓存"]])
     assert out == "见【附录】里的⟦缓存⟧说明" and (HIT_OPEN, HIT_CLOSE) == ("⟦", "⟧")
@@ -143,7 +143,7 @@ def test_the_shipped_character_fold_table_is_what_the_installed_opencc_says():
     # character must regenerate it, or scoring and indexing would fold differently
     import opencc
 
-    from pi_memory import fold_table
+    from pi_memory.core import fold_table
 
     ranges = ((0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF))
     chars = [chr(c) for lo, hi in ranges for c in range(lo, hi + 1)]
@@ -153,7 +153,7 @@ def test_the_shipped_character_fold_table_is_what_the_installed_opencc_says():
 
 
 def test_fast_normalization_folds_traditional_characters_and_keeps_the_length():
-    from pi_memory.text import normalize_fast
+    from pi_memory.core.text import normalize_fast
 
     assert normalize_fast("寶玉發現 Vue") == "宝玉发现 vue"
     assert normalize_fast("plain ascii Text") == "plain ascii text"

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import claude_line, python_cli
 from pi_memory import Archive
-from pi_memory.store import decode_text
+from pi_memory.storage.store import decode_text
 
 APPEAR_S = 2.0  # the promise: appended lines are searchable within 2 s
 START_S = 20.0  # a cold Python start on a busy machine

@@ -22,7 +22,7 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from conftest import python_cli  # noqa: E402
 from pi_memory import Archive  # noqa: E402
-from pi_memory.web.app import Settings, create_app  # noqa: E402
+from pi_memory.frontends.web.app import Settings, create_app
 
 LONG_OUTPUT_SESSION = "01a2364c-a7f6-75cb-ba8a-42838165f27d"  # pi-0.73.1-long-output-en: a 23 KB tool output
 HOSTILE = '<script>document.title="pwned"</script><img src=x onerror=alert(1)>'

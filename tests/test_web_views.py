@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pi_memory.errors import BadInput
-from pi_memory.web import security, views
+from pi_memory.frontends.web import security, views
 
 
 def marked(text: str, query: str) -> list[str]:

@@ -4,10 +4,10 @@ The public API is `Archive` (see `pi_memory.api`); every front end is a thin
 shell over it.
 """
 
-from .api import Archive, Stats, Window
+from .archive import Archive, Stats, Window
 from .errors import ArchiveError
-from .ingest import ImportReport
-from .search import Hit
+from .ingest.importer import ImportReport
+from .search.messages import Hit
 
 __all__ = ["Archive", "ArchiveError", "Hit", "ImportReport", "Stats", "Window"]
 __version__ = "0.1.0"

@@ -1,5 +1,5 @@
 """`python -m pi_memory`: the same CLI as the `pi-memory` console script."""
 
-from .cli import main
+from .frontends.cli.main import main
 
 main()

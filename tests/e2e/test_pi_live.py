@@ -23,7 +23,7 @@ from pi_rpc import PiRpc
 
 from conftest import python_cli
 from pi_memory import Archive
-from pi_memory.sources.pi import read_session_file
+from pi_memory.core.sources.pi import read_session_file
 
 HERE = Path(__file__).resolve().parent
 EXTENSION = HERE.parent.parent / "extensions" / "pi" / "index.ts"

@@ -18,7 +18,7 @@ from test_pi_live import PI_VERSIONS, wait_for
 from test_pi_memory import MemoryWorld, notes_with, requests
 
 from pi_memory import Archive
-from pi_memory.format import EVIDENCE_HEADER
+from pi_memory.core.format import EVIDENCE_HEADER
 from pi_memory.memory import Memories
 
 REVIEW_DATA = Path(__file__).resolve().parent.parent / "data" / "review"

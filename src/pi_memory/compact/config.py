@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..sources.pi import agent_dir
+from ..core.sources.pi import agent_dir
 
 CONFIG_NAME = "pi-memory.json"
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .boundary import Boundary, Entry, choose_boundary, last_compaction_index, visible_messages
-from .checkpoint import CheckpointInput, build_checkpoint
+from .checkpoint import Checkpoint, CheckpointInput, build_checkpoint
 from .config import DEFAULTS
 from .facts import collect_facts
 
@@ -83,8 +83,24 @@ def compact_plan(
             session_id=session_id,
         )
     )
+    details = _details(compacted, checkpoint, boundary, previous_id)
+    tokens = preparation.get("tokensBefore")
+    return {
+        "compaction": {
+            "summary": checkpoint.text,
+            "firstKeptEntryId": boundary.kept_entry_id,
+            "tokensBefore": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0,
+            "details": details,
+        }
+    }
+
+
+def _details(
+    compacted: Sequence[Entry], checkpoint: Checkpoint, boundary: Boundary, previous_id: str
+) -> dict[str, Any]:
+    """The compaction entry's `details`: where the checkpoint came from, for a later window check."""
     ids = [str(e["id"]) for e in compacted if isinstance(e.get("id"), str)]
-    details = {
+    return {
         "compactor": COMPACTOR,
         "version": 1,
         "sourceEntryIds": ids[:MAX_SOURCE_IDS],
@@ -103,15 +119,6 @@ def compact_plan(
         "summaryChars": checkpoint.summary_chars,
         "itemsKept": checkpoint.items_kept,
         "itemsDropped": checkpoint.items_dropped,
-    }
-    tokens = preparation.get("tokensBefore")
-    return {
-        "compaction": {
-            "summary": checkpoint.text,
-            "firstKeptEntryId": boundary.kept_entry_id,
-            "tokensBefore": tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else 0,
-            "details": details,
-        }
     }
 
 

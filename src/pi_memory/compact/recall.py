@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..store import Store, decode_text, decompress
+from ..storage.store import Store, decode_text, decompress
 
 READ_BUDGET_CHARS = 8000
 MAX_IDS = 50

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..format import plural
+from ..core.format import plural
 from .config import Settings, load_settings
 from .window import WindowRecord, last_window, list_windows, verify_chain
 
@@ -88,15 +88,15 @@ def compact_status(archive: Any, cwd: str | Path, session_id: str | None = None)
 
 
 def session_folds(archive: Any, session_id: str) -> dict[str, Any]:
-    from ..fold.archive import session_fold_records
-    from ..fold.status import fold_status
+    from .fold.archive import session_fold_records
+    from .fold.status import fold_status
 
     records, compacted = session_fold_records(archive.store, session_id)
     return dict(fold_status(records, compacted).to_dict(), session_id=session_id)
 
 
 def _fold_line(st: CompactStatus) -> list[str]:
-    from ..fold.status import FoldStatus, format_fold_status
+    from .fold.status import FoldStatus, format_fold_status
 
     f = st.settings.values["fold"]
     if st.fold is None:

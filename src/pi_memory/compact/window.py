@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadInput
-from ..store import Store
+from ..storage.store import Store
 
 COLUMNS = (
     "session_id, seq, window_id, compaction_entry_id, parent_window_id, kept_entry_id, source_count, "

@@ -8,7 +8,12 @@ Parts, bottom to top:
 - `find`        listing, BM25 search over a workspace's records, the injection block (pure)
 - `log`         the chains in the archive database: append, verify, export, import, repair
 - `service`     the operations (`Memories`): remember, propose, edit, forget, confirm, list
-- `tools`       model tool handlers (`MEMORY_TOOLS`), pi slash commands, `injection_text`
+- `present`     the text of listings, records, writes and chain reports
+
+The model's tools and pi's slash commands over these are a front end's
+(`pi_memory.frontends.tools.memory`).
+
+May import: the core, the storage layer and `pi_memory.errors`.
 """
 
 from .chain import ChainReport, ChainRow, verify_chain

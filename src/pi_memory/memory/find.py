@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .. import ranking
-from ..text import normalize, query_phrases_for_snippet, query_tokens, snippet
+from ..core import ranking
+from ..core.text import normalize, query_phrases_for_snippet, query_tokens, snippet
 from .model import MemoryRecord
 from .policy import matches_status, visible_to
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ArchiveError, BadInput
-from ..store import Store
+from ..storage.store import Store
 from .chain import ChainReport, ChainRow, canonical, make_row, parse_line, verify_chain
 from .model import MemoryRecord
 from .policy import event_problem

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from ..format import plural
-from ..text import clip
+from ..core.format import plural
+from ..core.text import clip
 from .chain import ChainReport
 from .model import MemoryRecord
 from .service import Listing, WriteResult

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInput, NotFound
-from ..store import Store
+from ..storage.store import Store
 from . import find
 from .chain import ChainReport
 from .log import Appended, MemoryLog, MemoryRefused, now_ms, workspace_key

@@ -21,6 +21,10 @@ so the bridge and MCP register it in one line; `format_recall` turns it into
 the text a model reads: the evidence header, whole result blocks within
 16,000 characters, and the ids of whatever was left out. A long body comes in
 `offset`/`raw_limit` segments whose cursors join them back exactly.
+
+May import: the core, the storage layer, `search`, `runs`, `compact` and
+`pi_memory.errors`; it reads through the `ArchiveView` protocol, never the
+facade. The tool spec and its bridge shell are `frontends.tools.recall`.
 """
 
 from __future__ import annotations
@@ -29,11 +33,8 @@ from .model import RECALL_MAX_CHARS, RecallItem, RecallRequest, RecallResult, al
 from .present import format_recall
 from .scope import branch_ids_from
 from .select import recall
-from .tool import RECALL_TOOL_SPEC, bridge_recall
 
 __all__ = [
-    "RECALL_TOOL_SPEC",
-    "bridge_recall",
     "RECALL_MAX_CHARS",
     "RecallItem",
     "RecallRequest",

@@ -9,11 +9,28 @@ unknown names refused (a typo must not silently filter nothing).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core.format import EVIDENCE_HEADER
+from ..core.render import ROLES, SUMMARY, TOOL_ERROR, TOOL_RESULT
 from ..errors import BadInput
-from ..format import EVIDENCE_HEADER
-from ..render import ROLES, SUMMARY, TOOL_ERROR, TOOL_RESULT
+
+if TYPE_CHECKING:
+    from ..search.messages import Searcher
+    from ..storage.store import Store
+
+
+class ArchiveView(Protocol):
+    """What recall reads through: the store, the message searcher and session-id resolution.
+
+    The facade (`Archive`) has all three; recall never needs the rest of it.
+    """
+
+    store: Store
+    searcher: Searcher
+
+    def resolve_session(self, ref: str) -> str: ...
+
 
 RECALL_MAX_CHARS = 16_000  # spec `recallMaxChars`: what a model reads from one recall
 LIMIT_DEFAULT, LIMIT_MAX = 8, 30

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..format import EVIDENCE_HEADER, local_time, plural, short_id
+from ..core.format import EVIDENCE_HEADER, local_time, plural, short_id
 from .model import HEADER_RESERVE, RECALL_MAX_CHARS, RecallItem, RecallResult
 
 

@@ -12,9 +12,9 @@ import json
 from typing import Any
 
 from ..compact.recall import segment
-from ..detail import message_detail_text, strip_attachments
-from ..store import Store, decode_text, decompress
-from ..text import clip
+from ..core.text import clip
+from ..runs.detail import message_detail_text, strip_attachments
+from ..storage.store import Store, decode_text, decompress
 from .model import SNIPPET_CHARS, RecallItem, RecallRequest, record_kind, source_class_of
 
 _MSG_COLUMNS = """m.id, m.session_id, m.ts, m.role, m.text, m.entry_id, m.meta, rm.run_id, rm.pos"""

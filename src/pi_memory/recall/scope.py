@@ -11,16 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ..core.sources.pi import active_branch, read_session_file
 from ..errors import BadInput
-from ..search import Filters
-from ..sources.pi import active_branch, read_session_file
-from ..store import Store
-from .model import LINEAGE_MAX, RecallRequest, id_list
-
-if TYPE_CHECKING:
-    from ..api import Archive
+from ..search.messages import Filters
+from ..storage.store import Store
+from .model import LINEAGE_MAX, ArchiveView, RecallRequest, id_list
 
 
 @dataclass
@@ -63,7 +59,7 @@ def parent_session_id(store: Store, session_id: str) -> str | None:
     return str(found) if found else None
 
 
-def resolve_scope(archive: Archive, req: RecallRequest) -> Scope:
+def resolve_scope(archive: ArchiveView, req: RecallRequest) -> Scope:
     if req.scope == "all":
         sid = archive.resolve_session(req.session) if req.session else None
         return Scope("all", sid, (), ())

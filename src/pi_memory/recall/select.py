@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..core.render import TOOL_ERROR, TOOL_RESULT
+from ..core.text import clip, normalize, query_phrases_for_snippet, snippet
 from ..errors import BadInput
-from ..render import TOOL_ERROR, TOOL_RESULT
-from ..search import Filters, filter_sql
-from ..store import Store, decode_text, decompress
-from ..text import clip, normalize, query_phrases_for_snippet, snippet
+from ..search.messages import Filters, filter_sql
+from ..storage.store import Store, decode_text, decompress
 from .model import (
     SCAN_ROWS,
     SEARCH_MAX,
     SNIPPET_CHARS,
+    ArchiveView,
     RecallItem,
     RecallRequest,
     RecallResult,
@@ -24,14 +25,10 @@ from .present import fit_budget
 from .records import attach_bodies, attach_body, full_text, load_items, rendered_texts
 from .scope import Scope, resolve_scope
 
-if TYPE_CHECKING:
-    from ..api import Archive
-
-
 # --- the three ways of selecting ------------------------------------------------------
 
 
-def read_by_ids(archive: Archive, req: RecallRequest, scope: Scope) -> RecallResult:
+def read_by_ids(archive: ArchiveView, req: RecallRequest, scope: Scope) -> RecallResult:
     """Exactly the asked-for entries, in session order; query, kind, file and page are ignored (spec)."""
     store = archive.store
     on_branch = set(scope.branch_ids)
@@ -169,7 +166,9 @@ def _scans_tool_outputs(req: RecallRequest, scope: Scope, roles: tuple[str, ...]
     return True
 
 
-def search_records(archive: Archive, req: RecallRequest, scope: Scope, roles: tuple[str, ...] | None) -> RecallResult:
+def search_records(
+    archive: ArchiveView, req: RecallRequest, scope: Scope, roles: tuple[str, ...] | None
+) -> RecallResult:
     """Ranked content hits in scope (or, if none, a scan of the newest records in scope), then matching
     tool outputs the index does not hold; one page of them."""
     kinds = ("tool_call",) if req.kind == "tool_call" else ()
@@ -199,7 +198,7 @@ def search_records(archive: Archive, req: RecallRequest, scope: Scope, roles: tu
 # --- the entry point ---------------------------------------------------------------------
 
 
-def recall(archive: Archive, params: dict[str, Any]) -> RecallResult:
+def recall(archive: ArchiveView, params: dict[str, Any]) -> RecallResult:
     """One recall: `params` as the model tool, the bridge, MCP or the CLI send them."""
     req = parse_request(params)
     with archive.store.read():
@@ -211,7 +210,7 @@ def recall(archive: Archive, params: dict[str, Any]) -> RecallResult:
     return result
 
 
-def _select(archive: Archive, req: RecallRequest, scope: Scope) -> RecallResult:
+def _select(archive: ArchiveView, req: RecallRequest, scope: Scope) -> RecallResult:
     if req.entry_ids:
         return read_by_ids(archive, req, scope)
     if req.action == "read":

@@ -16,6 +16,9 @@ Parts, bottom to top:
 - `ledger`       before/after arithmetic and suggested links by shared words (pure)
 - `report`       the report's JSON shape, its text, and the `/dream` prompt (pure)
 - `reader`       bounded pages of runs from the archive, addresses, links (the SQL)
+
+May import: the core, the storage layer, `runs`, and `pi_memory.errors`.
+Its bridge commands are a front end's (`frontends.tools.review`).
 """
 
 from .collect import Collector, Finding, RunRow

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..store import Store, decode_text
+from ..storage.store import Store, decode_text
 from .collect import Collector, RunRow
 from .report import Addresses, Link, MemoryInfo, Report, build_report, cited_msgs
 from .signature import command_signature, finding_key, is_finding_key

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..format import EVIDENCE_HEADER, local_time
+from ..core.format import EVIDENCE_HEADER, local_time
 from .collect import Collector, Finding
 from .ledger import split, suggested, verdict
 from .rules import draft_rule

@@ -1,0 +1,286 @@
+"""Pure helpers of the web viewer: query parameters, highlighting, plots, links.
+
+They take values and return values (no request, no archive), so they are tested
+without a server. The templates do the HTML; everything archived reaches them as
+plain strings and is escaped there (autoescape), never marked safe here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlencode
+
+from ...archive import page
+from ...core.text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
+from ...errors import BadInput
+
+TRACKS = ("messages", "runs", "sessions")
+KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
+AGENTS = ("pi", "claude", "codex")
+DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+TEXT_PARAMS = ("q", "project", "path", "since", "until")
+QUERY_MAX = 500  # a search box holds a query, not a document
+
+
+@dataclass
+class SearchParams:
+    """What the search page was asked, checked; `to_query` puts it back in a URL."""
+
+    q: str = ""
+    track: str = "messages"
+    project: str = ""
+    agent: str = ""
+    kind: str = ""
+    path: str = ""
+    since: str = ""
+    until: str = ""
+    limit: int = DEFAULT_LIMIT
+
+    def to_query(self, **changes: Any) -> str:
+        values = {**self.__dict__, **changes}
+        kept = {k: v for k, v in values.items() if v not in ("", None) and not (k == "limit" and v == DEFAULT_LIMIT)}
+        if kept.get("track") == "messages":
+            del kept["track"]
+        return urlencode(kept)
+
+    @property
+    def filtered(self) -> bool:
+        return any((self.project, self.agent, self.kind, self.path, self.since, self.until))
+
+
+def parse_search(query: Mapping[str, str]) -> SearchParams:
+    """Search parameters from a query string; anything unknown is one clear `BadInput`."""
+    values = {k: (query.get(k) or "").strip() for k in TEXT_PARAMS}
+    if len(values["q"]) > QUERY_MAX:
+        raise BadInput(f"the query is too long ({len(values['q'])} chars, at most {QUERY_MAX})")
+    track = query.get("track") or "messages"
+    _one_of("track", track, TRACKS)
+    agent, kind = query.get("agent") or "", query.get("kind") or ""
+    if agent:
+        _one_of("agent", agent, AGENTS)
+    if kind:
+        _one_of("kind", kind, KINDS)
+    return SearchParams(track=track, agent=agent, kind=kind, limit=parse_int(query, "limit", DEFAULT_LIMIT), **values)
+
+
+def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise BadInput(f"unknown {name} {value!r}: use one of {', '.join(allowed)}")
+
+
+def parse_int(query: Mapping[str, str], name: str, default: int, low: int = 1, high: int = MAX_LIMIT) -> int:
+    raw = query.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(str(raw))
+    except ValueError:
+        raise BadInput(f"{name} must be a whole number, not {raw!r}") from None
+    if not low <= value <= high:
+        raise BadInput(f"{name} must be between {low} and {high}, not {value}")
+    return value
+
+
+# --- highlighting -------------------------------------------------------------------
+
+
+def needles(query: str) -> list[str]:
+    """What to mark in a snippet: the query's own phrases, then its words and two-char grams."""
+    words = [t.text for t in query_tokens(query) if t.kind in ("word", "gram", "part")]
+    out = query_phrases_for_snippet(query) + words
+    return [n for n in dict.fromkeys(out) if n]
+
+
+def _spans(norm: str, needle: str) -> list[tuple[int, int]]:
+    if needle.isascii():
+        # a word is not marked inside a longer word
+        pattern = rf"(?<![a-z0-9]){re.escape(needle)}(?![a-z0-9])"
+        return [(m.start(), m.end()) for m in re.finditer(pattern, norm)]
+    return [(m.start(), m.end()) for m in re.finditer(re.escape(needle), norm)]
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def strip_hit_marks(snippet: str) -> str:
+    """The search snippet without its hit markers (the page marks every hit itself)."""
+    return snippet.replace(HIT_OPEN, "").replace(HIT_CLOSE, "")
+
+
+def highlight(text: str, query: str) -> list[tuple[str, bool]]:
+    """`text` cut into (piece, is_a_query_token) segments, matched case- and script-insensitively."""
+    norm = normalize_fast(text)
+    if len(norm) != len(text) or not query.strip():
+        return [(text, False)] if text else []
+    spans = _merge([s for n in needles(query) for s in _spans(norm, n)])
+    out: list[tuple[str, bool]] = []
+    at = 0
+    for start, end in spans:
+        if start > at:
+            out.append((text[at:start], False))
+        out.append((text[start:end], True))
+        at = end
+    if at < len(text):
+        out.append((text[at:], False))
+    return out
+
+
+# --- plots (inline SVG, drawn by the template from these numbers) ---------------------
+
+
+@dataclass
+class Bar:
+    label: str
+    value: int
+    x: float
+    y: float
+    width: float
+    height: float
+
+
+@dataclass
+class Plot:
+    bars: list[Bar]
+    width: int
+    height: int
+    peak: int
+    labels: list[tuple[float, str]] = field(default_factory=list)  # (x, text) under the axis
+
+
+def day_plot(per_day: list[tuple[int, int]], width: int = 640, height: int = 120) -> Plot:
+    """Vertical bars, one per day, scaled to the busiest day; a date label every week."""
+    peak = max((n for _d, n in per_day), default=0) or 1
+    step = width / max(1, len(per_day))
+    bars, labels = [], []
+    for i, (day_ms, n) in enumerate(per_day):
+        h = round(height * n / peak, 1)
+        label = day_label(day_ms)
+        bars.append(Bar(label, n, round(i * step, 1), round(height - h, 1), round(max(step - 1, 1), 1), h))
+        if i % 7 == 0:
+            labels.append((round(i * step, 1), label))
+    return Plot(bars, width, height, peak, labels)
+
+
+def group_plot(groups: list[tuple[str, int]], width: int = 420, row: int = 18) -> Plot:
+    """Horizontal bars, one per group, scaled to the largest."""
+    peak = max((n for _g, n in groups), default=0) or 1
+    bars = [Bar(name, n, 0, i * row, round(width * n / peak, 1), row - 4) for i, (name, n) in enumerate(groups)]
+    return Plot(bars, width, max(row, row * len(groups)), peak)
+
+
+# --- formatting -----------------------------------------------------------------------
+
+
+def day_label(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%m-%d")
+
+
+def when(ms: int | None) -> str:
+    """A unix-ms time as `YYYY-MM-DD HH:MM` (UTC), empty for none."""
+    if not ms:
+        return ""
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def first_page(text: str, limit: int) -> tuple[str, int | None]:
+    """The first `limit` UTF-8 bytes of a message and where the next page starts (None: it all fits).
+
+    The common case (a message well under a page) costs one length check, not a walk per character.
+    """
+    if len(text) * 4 <= limit or len(text.encode("utf-8", "surrogatepass")) <= limit:
+        return text, None
+    return page(text, 0, limit)
+
+
+def is_tool_message(role: str, meta: Mapping[str, Any]) -> bool:
+    """Tool calls and their output are folded on the session page; people read the conversation."""
+    return role in ("tool_result", "tool_error", "bash") or (role == "assistant" and bool(meta.get("tools")))
+
+
+def fold_title(role: str, meta: Mapping[str, Any], text: str) -> str:
+    """The one line shown for a folded tool message."""
+    if role == "assistant":
+        return "→ " + ", ".join(str(t) for t in meta.get("tools") or ["tool"])
+    if role == "bash":
+        return text.split("\n", 1)[0][:120]
+    mark = "✗" if role == "tool_error" else "✓"
+    chars = meta.get("output_chars")
+    return f"{mark} {meta.get('tool') or 'tool'}" + (f" ({chars} chars)" if isinstance(chars, int) else "")
+
+
+# --- the review page ------------------------------------------------------------------
+
+REVIEW_TEXT_PARAMS = ("since", "until", "project", "ws")
+MIN_COUNT_MAX = 1000
+
+
+@dataclass
+class ReviewParams:
+    """What the review page was asked; `ws` is the workspace whose memories the ledger counts."""
+
+    since: str = ""
+    until: str = ""
+    project: str = ""
+    agent: str = ""
+    ws: str = ""
+    min_count: int = 2
+
+    @property
+    def workspace(self) -> str | None:
+        """The ledger's workspace: as given, else the project reviewed, else the server's own directory."""
+        return self.ws or self.project or None
+
+
+def parse_review(query: Mapping[str, str], default_min_count: int = 2) -> ReviewParams:
+    """Review parameters; dates are checked by the archive (one `BadInput` either way)."""
+    values = {k: (query.get(k) or "").strip() for k in REVIEW_TEXT_PARAMS}
+    agent = (query.get("agent") or "").strip()
+    if agent:
+        _one_of("agent", agent, AGENTS)
+    min_count = parse_int(query, "min_count", default_min_count, 1, MIN_COUNT_MAX)
+    return ReviewParams(agent=agent, min_count=min_count, **values)
+
+
+@dataclass
+class LedgerBar:
+    label: str  # "before" / "after"
+    rate: float | None
+    hits: int
+    runs: int
+    y: float
+    width: float
+
+
+def ledger_plot(row: Mapping[str, Any], width: int = 300, bar: int = 18) -> list[LedgerBar]:
+    """Two horizontal bars, the rate per 100 runs before and after the memory, on one scale.
+
+    The scale is the larger of the two rates (at least 1), so a drop reads at a glance; the
+    counts and the window sizes are printed next to the bars, a small sample reads as one.
+    """
+    sides = [("before", row["before"]), ("after", row["after"])]
+    peak = max((float(s["rate"] or 0) for _n, s in sides), default=0.0) or 1.0
+    return [
+        LedgerBar(name, s["rate"], int(s["hits"]), int(s["runs"]), i * (bar + 6),
+                  round(width * float(s["rate"] or 0) / peak, 1))
+        for i, (name, s) in enumerate(sides)
+    ]  # fmt: skip

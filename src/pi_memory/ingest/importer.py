@@ -1,0 +1,435 @@
+"""Import session files into the archive: discover, parse, dedupe, write in short batches.
+
+Design idea: parsing, rendering and tokenizing happen outside any transaction;
+each batch of at most `BATCH` messages is one short write transaction (spec 000
+§9 rule 4), so an import never holds the lock long enough to stall a live pi
+session writing at the same time. Files that have not changed since the last
+import (same size and mtime) are skipped without being read. Bad lines are
+reported with their line numbers; everything good in the same file is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.sources.pi import Entry, ParsedSession, project_of
+from ..core.sources.readers import read_session_file
+from ..core.text import tokenize
+from ..errors import ArchiveError
+from ..runs import forget
+from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
+from ..storage.writes import BATCH, SessionWrite
+from .workers import Worker, WorkerGone
+
+
+@dataclass
+class FileError:
+    path: str
+    line: int
+    error: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "error": self.error}
+
+
+@dataclass
+class ImportReport:
+    files: int = 0
+    unchanged: int = 0
+    sessions: set[str] = field(default_factory=set)
+    added: int = 0
+    skipped: int = 0  # messages already in the archive
+    forgotten: int = 0  # messages not re-imported because the user forgot them
+    errors: list[FileError] = field(default_factory=list)
+
+    def merge(self, other: ImportReport) -> None:
+        self.files += other.files
+        self.unchanged += other.unchanged
+        self.sessions |= other.sessions
+        self.added += other.added
+        self.skipped += other.skipped
+        self.forgotten += other.forgotten
+        self.errors += other.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "unchanged": self.unchanged,
+            "sessions": len(self.sessions),
+            "added": self.added,
+            "skipped": self.skipped,
+            "forgotten": self.forgotten,
+            "errors": [e.to_dict() for e in self.errors],
+        }
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """Session files under the given files and folders, in a stable order."""
+    found: list[Path] = []
+    for path in paths:
+        if not path.exists():
+            raise ArchiveError(f"no such file or folder: {path}")
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        else:
+            found.append(path)
+    return found
+
+
+def message_from_entry(session_id: str, entry: Entry) -> NewMessage:
+    r = entry.rendered
+    assert r is not None
+    return NewMessage(
+        session_id=session_id,
+        ts=r.ts or entry.ts,
+        role=r.role,
+        text=r.text,
+        indexed=r.indexed,
+        entry_id=entry.entry_id,
+        parent_id=entry.parent_id,
+        meta=r.meta,
+        hash=r.hash,
+        raw=entry.raw,
+        entry_type=entry.type,
+    )
+
+
+def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
+    h = parsed.header
+    assert h is not None
+    times = [e.ts for e in parsed.entries if e.ts] or [h.started_at]
+    return SessionRow(
+        id=h.session_id,
+        agent=h.agent,
+        cwd=h.cwd,
+        project=project_of(h.cwd),
+        started_at=h.started_at or min(times),
+        last_at=max(times),
+        name=parsed.name,
+        parent_session=h.parent_session,
+        source_path=str(path),
+    )
+
+
+class Importer:
+    """Reads files, keeps what is new, and writes it through `write_sessions` in packed batches."""
+
+    FLUSH_FILES = 50
+
+    def __init__(self, store: Store, include_forgotten: bool = False) -> None:
+        self.store = store
+        self.include_forgotten = include_forgotten
+        self._pending: list[SessionWrite] = []
+        self._pending_messages = 0
+        self.messages_read = 0  # messages in the files read so far (for a progress display)
+        self._any_tombstone: bool | None = None
+
+    def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
+        report = self._read_file(path, force, agent)
+        self.flush(report)
+        return report
+
+    def _changed(self, path: Path, force: bool, report: ImportReport) -> tuple[str, int, int] | None:
+        """(key, size, mtime) of a file to read, or None when it is unchanged or unreadable."""
+        try:
+            stat = path.stat()
+        except OSError as exc:
+            report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
+            return None
+        key = str(path.resolve())
+        if not force and self.store.source_file_state(key) == (stat.st_size, stat.st_mtime_ns):
+            report.unchanged = 1
+            return None
+        return key, stat.st_size, stat.st_mtime_ns
+
+    def _read_file(self, path: Path, force: bool, agent: str | None = None) -> ImportReport:
+        report = ImportReport(files=1)
+        source = self._changed(path, force, report)
+        if source is None:
+            return report
+        try:
+            parsed = parse_and_tokenize(str(path), agent)
+        except OSError as exc:
+            report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
+            return report
+        self._accept(path, source, parsed, report)
+        return report
+
+    def _accept(self, path: Path, source: tuple[str, int, int], prepared: Prepared, report: ImportReport) -> None:
+        parsed, tokens = prepared
+        report.errors += [FileError(str(path), s.line_no, s.error) for s in parsed.skipped]
+        if parsed.header is None:
+            if not parsed.skipped:
+                report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
+            return
+        unit = self.plan_session(parsed, path, report, tokens)
+        if unit is None:
+            return
+        unit.source = source
+        self._pending.append(unit)
+        self._pending_messages += len(unit.messages)
+        self.messages_read += len(parsed.messages)
+
+    def plan_session(
+        self,
+        parsed: ParsedSession,
+        path: Path,
+        report: ImportReport,
+        tokens: dict[str, Cut] | None = None,
+    ) -> SessionWrite | None:
+        """What of this session is new: tokenized messages (`tokens`: cut and packed already, by hash) and the other entries."""
+        row = _session_row(parsed, path)
+        report.sessions.add(row.id)
+        forgotten = self._forgotten(row.id)
+        if forget.WHOLE_SESSION in forgotten:
+            report.forgotten += len(parsed.messages)
+            return None  # the user forgot this session: not even its row comes back
+        unit = SessionWrite(row.id, [], [], row)
+        existing = self.store.existing_hashes(row.id)
+        is_copy = parsed.header is not None and parsed.header.parent_session is not None
+        for entry in parsed.entries:
+            if entry.rendered is None:
+                unit.entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
+                continue
+            m = message_from_entry(row.id, entry)
+            if m.hash in forgotten or (not self.include_forgotten and self._forgotten_anywhere(m.hash)):
+                report.forgotten += 1
+                continue
+            if m.hash in existing and not (existing[m.hash] and m.entry_id):
+                report.skipped += 1  # already archived (and nothing to reconcile)
+                continue
+            if is_copy and m.hash not in existing and self.store.copied_from_elsewhere(m.entry_id, m.hash):
+                report.skipped += 1  # a fork/clone copies entries under the same ids: archived once
+                continue
+            if m.hash not in existing:
+                _tokenize(m, tokens)
+            unit.messages.append(m)
+        if existing:
+            unit.unfinished = self.store.messages_without_run(row.id)
+        return unit
+
+    def _forgotten(self, session_id: str) -> set[str]:
+        """Tombstones of what the user forgot here; `--include-forgotten` clears them instead."""
+        if self.include_forgotten:
+            with self.store.write():
+                forget.clear_tombstones(self.store, session_id)
+            return set()
+        return forget.forgotten_hashes(self.store, session_id)
+
+    def _forgotten_anywhere(self, hash_: str) -> bool:
+        if self._any_tombstone is None:  # asked once per batch: most archives have none
+            self._any_tombstone = bool(self.store.scalar("SELECT EXISTS (SELECT 1 FROM forgotten)"))
+        return self._any_tombstone and forget.forgotten_anywhere(self.store, hash_)
+
+    def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
+        """Write planned sessions now (another backend's importer writes through its own store)."""
+        return self.store.write_sessions(units)
+
+    def flush(self, report: ImportReport) -> None:
+        if not self._pending:
+            return
+        added, skipped = self.write_units(self._pending)
+        self._any_tombstone = None
+        report.added += added
+        report.skipped += skipped
+        self._pending, self._pending_messages = [], 0
+
+    def import_paths(
+        self,
+        paths: Iterable[Path],
+        force: bool = False,
+        progress: Callable[[Path], None] | None = None,
+        agent: str | None = None,
+    ) -> ImportReport:
+        files = discover(paths)
+        if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
+            return self._import_pipelined(files, force, progress, agent)
+        report = ImportReport()
+        for path in files:
+            report.merge(self._read_file(path, force, agent))
+            self._maybe_flush(report)
+            if progress:
+                progress(path)
+        self.flush(report)
+        return report
+
+    def _maybe_flush(self, report: ImportReport) -> None:
+        if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
+            self.flush(report)
+
+    def _import_pipelined(
+        self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
+    ) -> ImportReport:
+        """Many files: worker processes parse, render, tokenize and compress while this one writes.
+
+        The two halves cost about the same, so on two cores this nearly doubles the rate.
+        At most `IN_FLIGHT` files are ahead of the writer, so memory stays flat. A worker that
+        dies is not fatal: its files are read here instead.
+        """
+        report = ImportReport()
+        ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done))
+        try:
+            for path, source, skipped, prepared in ahead:
+                file_report = skipped or ImportReport(files=1)
+                if isinstance(prepared, OSError):
+                    file_report.errors.append(FileError(str(path), 0, f"cannot read: {prepared.strerror}"))
+                elif prepared is not None and source is not None:
+                    self._accept(path, source, prepared, file_report)
+                report.merge(file_report)
+                self._maybe_flush(report)
+                if progress:
+                    progress(path)
+        finally:
+            ahead.close()
+        self.flush(report)
+        return report
+
+
+# a message's tokens and storage, made by the parse worker:
+# (chars, grams, packed text, packed verbatim line, the verbatim line it was packed from)
+Cut = tuple[str, str, str | bytes | None, bytes | None, bytes | None]
+Prepared = tuple[ParsedSession, dict[str, Cut]]
+
+
+class _Ahead:
+    """Files in order, each with its parse result, parsed up to `IN_FLIGHT` files ahead by workers.
+
+    Yields (path, source, report of an unchanged/unreadable file or None, parse result or OSError or None).
+    """
+
+    def __init__(
+        self,
+        files: list[Path],
+        agent: str | None,
+        changed: Callable[[Path, ImportReport], tuple[str, int, int] | None],
+    ) -> None:
+        self.todo = iter(files)
+        self.agent = agent
+        self.changed = changed
+        self.workers = [Worker() for _ in range(_workers())]
+        self.turn = 0
+        self.queue: deque[tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | None]] = deque()
+
+    def __iter__(self) -> _Ahead:
+        return self
+
+    def __next__(self) -> tuple[Path, tuple[str, int, int] | None, ImportReport | None, Prepared | OSError | None]:
+        self._refill()
+        if not self.queue:
+            raise StopIteration
+        path, source, skipped, worker = self.queue.popleft()
+        if source is None:
+            return path, None, skipped, None
+        try:
+            return path, source, None, self._result(path, worker)
+        except OSError as exc:
+            return path, source, None, exc
+
+    def _refill(self) -> None:
+        while sum(1 for q in self.queue if q[3] is not None) < IN_FLIGHT:
+            path = next(self.todo, None)
+            if path is None:
+                return
+            done = ImportReport(files=1)
+            source = self.changed(path, done)
+            if source is None:
+                self.queue.append((path, None, done, None))
+                continue
+            self.queue.append((path, source, None, self._submit(path)))
+
+    def _submit(self, path: Path) -> Worker | None:
+        """Hand the file to the next live worker; None: parse it here when its turn comes."""
+        while self.workers:
+            worker = self.workers[self.turn % len(self.workers)]
+            self.turn += 1
+            try:
+                worker.submit(str(path), self.agent)
+                return worker
+            except WorkerGone:
+                self._drop(worker)
+        return None
+
+    def _result(self, path: Path, worker: Worker | None) -> Prepared:
+        if worker is not None:
+            try:
+                result: Prepared = worker.result()
+                return result
+            except WorkerGone:
+                self._drop(worker)
+        return parse_and_tokenize(str(path), self.agent)
+
+    def _drop(self, worker: Worker) -> None:
+        if worker in self.workers:
+            self.workers.remove(worker)
+            worker.close()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+        self.workers = []
+
+
+# Files parsed ahead by a worker process (`import` of many files); PI_MEMORY_IMPORT_WORKERS=0 turns it off.
+PARALLEL_MIN_FILES = 32
+IN_FLIGHT = 8
+
+
+def _workers() -> int:
+    setting = os.environ.get("PI_MEMORY_IMPORT_WORKERS")
+    if setting is not None and setting.strip().isdigit():
+        return min(int(setting), 4)
+    return 1 if (os.cpu_count() or 1) > 1 else 0
+
+
+def parse_and_tokenize(path: str, agent: str | None) -> Prepared:
+    """Read one session file, cut its indexed messages into tokens and compress every message's
+    text and verbatim line (pure; runs in a worker). The first message of a hash is the one kept."""
+    parsed = read_session_file(Path(path), agent)
+    tokens: dict[str, Cut] = {}
+    for entry in parsed.entries:
+        rendered = entry.rendered
+        if rendered is None or rendered.hash in tokens:
+            continue
+        chars = grams = ""
+        if rendered.indexed:
+            cut = tokenize(rendered.text)
+            chars, grams = cut.chars_text(), cut.grams_text()
+        packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
+        tokens[rendered.hash] = (chars, grams, encode_text(rendered.text), packed_raw, entry.raw)
+    return parsed, tokens
+
+
+def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
+    """Use the worker's tokens and packed storage when it made them for this message; otherwise make them here."""
+    cut = tokens.get(m.hash) if tokens else None
+    if cut is None:
+        m.prepare()
+        return
+    m.packed = cut[2]
+    if m.raw is not None and m.raw == cut[4]:  # a later line with the same hash has its own verbatim copy
+        m.packed_raw = cut[3]
+    if not m.indexed:
+        return
+    m.chars, m.grams = cut[0], cut[1]
+    if not m.chars and not m.grams:
+        m.indexed = False
+
+
+def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple[int, int]:
+    """Write what is new in a parsed file or chunk of one (`watch`'s path). Returns (added, duplicates)."""
+    report = ImportReport()
+    unit = importer.plan_session(parsed, path, report)
+    if unit is None:
+        return 0, report.skipped
+    added, skipped = importer.write_units([unit])
+    return added, report.skipped + skipped
+
+
+# Functions (store, session_id, new msg ids) run after every write; each opens its own transaction.
+# Runs and their summaries are built here, so import and live capture both keep them current.
+# each hook gets the new msg ids of every session of one write (session id -> ids)

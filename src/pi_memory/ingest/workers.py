@@ -1,0 +1,69 @@
+"""The parent's side of a parse worker: a child interpreter running `python -m pi_memory.parse_worker`.
+
+Why a plain child and not `multiprocessing`: see `pi_memory.parse_worker`, the child's side.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+# the folder holding this package: the child imports the same copy as its parent, whatever sys.path the caller built
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class WorkerGone(Exception):
+    """The worker process ended before answering (killed, or out of memory)."""
+
+
+class Worker:
+    """One child interpreter; `submit` then `result` in the same order."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "pi_memory.parse_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
+            },
+        )
+        self.waiting: deque[str] = deque()
+
+    def submit(self, path: str, agent: str | None) -> None:
+        assert self.proc.stdin is not None
+        try:
+            pickle.dump((path, agent), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise WorkerGone(path) from None
+        self.waiting.append(path)
+
+    def result(self) -> Any:
+        """The oldest request's answer: the parse result; an `OSError` from reading the file is raised."""
+        assert self.proc.stdout is not None
+        path = self.waiting.popleft()
+        try:
+            kind, value = pickle.load(self.proc.stdout)
+        except (EOFError, pickle.UnpicklingError, OSError):
+            raise WorkerGone(path) from None
+        if kind == "oserror":
+            raise OSError(0, value)
+        return value
+
+    def close(self) -> None:
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()

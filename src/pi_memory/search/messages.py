@@ -1,0 +1,478 @@
+"""Finding messages: document frequencies, bounded candidate retrieval, exact re-rank.
+
+Design idea: the cost of a query must not grow with the archive. Two things
+grow with it: how many documents hold a common token, and what it costs to
+score them all (FTS5's `ORDER BY bm25` does exactly that: 1.6 s p95 at 1M
+messages in `bench/scale.py`). So every step below is bounded by a constant:
+
+1. Document frequencies come from a capped count (exact up to `DF_EXACT_CAP`,
+   estimated from the newest `DF_WINDOW` rowids above it) and are cached per
+   process, invalidated when the archive grows by more than 2% (spec 000 §7.4).
+2. Candidates, two tracks:
+   - `rare`: the rarest query tokens whose postings together fit
+     `RARE_POSTINGS_BUDGET` are read in full and summed by idf weight inside
+     SQLite; the best `RARE_CANDIDATES` go on. Exact recall for any document
+     holding a rare token, however old it is.
+   - `recent`: the other (common) tokens add the newest `RECENT_CANDIDATES`
+     documents holding all of up to 3 of them, within the newest
+     `RECENT_WINDOW` rowids (the spec's early-terminating `ORDER BY rowid
+     DESC`), with the spec's OR retry when nothing else was found.
+3. The ~45 candidates are scored exactly by `scoring.score_documents` (BM25
+   over all query tokens, lengths in tokens from FTS5's docsize, a small
+   bonus for query tokens adjacent in the text, the typed spelling before
+   a folded one), all at once and without folding them; recency only
+   breaks ties. Candidates that hold only characters cut out of the query's
+   words are dropped when others hold a word.
+
+The constants were chosen with `bench/quality.py` (ranking at least as good
+as FTS5 bm25 over all query tokens) and `bench/scale.py` (p95 and max latency
+flat from 30k to 1M messages); see the README for the figures.
+
+Session-level results (`rank_sessions`) group the best message hits by
+session and score each session with `ranking.session_score`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import ranking, scoring
+from ..core.text import (
+    QueryToken,
+    fts_and,
+    fts_or,
+    normalize,
+    normalize_lower,
+    query_phrases_for_snippet,
+    query_tokens,
+    snippet,
+    surface_tokens,
+    typed_forms,
+    typed_runs,
+)
+from ..storage.store import Store, decode_text
+from . import runs as runsearch
+
+DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
+DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
+RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
+# best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
+RARE_CANDIDATES = 30
+RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
+RECENT_CANDIDATES = 15  # newest documents holding all common anchors
+RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
+DF_CACHE_SIZE = 20_000
+DF_STALE_GROWTH = 0.02
+MAX_LIMIT = 100
+AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
+
+
+@dataclass
+class Hit:
+    msg_id: int
+    session_id: str
+    seq: int
+    role: str
+    ts: int
+    project: str
+    score: float
+    snippet: str
+    cwd: str = ""
+    session_name: str | None = None
+    text: str = field(default="", repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "msg_id": self.msg_id,
+            "session_id": self.session_id,
+            "seq": self.seq,
+            "role": self.role,
+            "ts": self.ts,
+            "project": self.project,
+            "score": round(self.score, 4),
+            "snippet": self.snippet,
+        }
+
+
+@dataclass
+class Filters:
+    project: str | None = None
+    since_ms: int | None = None
+    session_id: str | None = None
+    roles: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()  # user, assistant, tool_call, tool_error, summary (see runsearch)
+    path: str | None = None  # messages that read or changed this file
+    agent: str | None = None  # pi, claude, codex
+    sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
+    entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
+    until_ms: int | None = None  # messages before this time (unix ms), for a bounded period
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.project
+            or self.since_ms
+            or self.until_ms
+            or self.session_id
+            or self.roles
+            or self.kinds
+            or self.path
+            or self.sessions
+            or self.entry_ids
+            or self.agent
+        )
+
+
+@dataclass
+class QueryPlan:
+    """What a query was turned into; kept for tests, benchmarks and `--explain`."""
+
+    tokens: list[QueryToken]
+    df: dict[str, int]
+    rare: list[QueryToken]
+    common: list[QueryToken]
+    n_docs: int
+    # characters typed in a script that folds to another (`構` for `构`): candidates only (the rare
+    # track, when few messages hold them as typed); their folded forms are in `tokens`, and scored
+    surface: list[QueryToken] = field(default_factory=list)
+
+
+def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) -> list[QueryToken]:
+    """The rarest tokens (`present` is ordered by df) whose postings together fit the budget."""
+    rare: list[QueryToken] = []
+    for t in present:
+        if df[t.text] > budget:
+            break
+        rare.append(t)
+        budget -= df[t.text]
+    return rare
+
+
+def fts_index(token: QueryToken) -> tuple[str, str]:
+    """The FTS5 table that holds a token and the expression that finds it there."""
+    if token.kind == "surface":
+        return "msg_typed", f'"{token.text}"'  # one CJK character: nothing to escape
+    return "msg_fts", token.fts()
+
+
+def without_surface(tokens: list[QueryToken]) -> list[QueryToken]:
+    """Common tokens anchor the recent track; a typed spelling there would hide the folded matches."""
+    return [t for t in tokens if t.kind != "surface"]
+
+
+class DfCache:
+    """token -> document frequency, dropped wholesale when the archive grows > 2%."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, int] = OrderedDict()
+        self._at_docs = -1
+        self.generation = 0  # bumped on every reset, so other per-archive caches can follow
+
+    def check(self, n_docs: int) -> None:
+        if self._at_docs < 0 or abs(n_docs - self._at_docs) > DF_STALE_GROWTH * max(self._at_docs, 1):
+            self._items.clear()
+            self._at_docs = n_docs
+            self.generation += 1
+
+    def get(self, key: str) -> int | None:
+        value = self._items.get(key)
+        if value is not None:
+            self._items.move_to_end(key)
+        return value
+
+    def put(self, key: str, value: int) -> None:
+        self._items[key] = value
+        if len(self._items) > DF_CACHE_SIZE:
+            self._items.popitem(last=False)
+
+
+class Searcher:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.df_cache = DfCache()
+        self._avg: tuple[int, float] | None = None
+
+    # --- document frequencies --------------------------------------------------------
+
+    def document_frequency(self, token: QueryToken, n_docs: int) -> int:
+        key = f"{token.kind if token.kind == 'surface' else token.column}:{token.text}"
+        cached = self.df_cache.get(key)
+        if cached is not None:
+            return cached
+        table, expr = fts_index(token)
+        count = int(
+            self.store.scalar(
+                f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                (expr, DF_EXACT_CAP + 1),
+            )
+        )
+        if count > DF_EXACT_CAP:
+            count = self._estimate_df(table, expr, n_docs)
+        self.df_cache.put(key, count)
+        return count
+
+    def _estimate_df(self, table: str, expr: str, n_docs: int) -> int:
+        """Density of a very common token among the newest rowids, scaled to the archive."""
+        max_id = self.store.max_msg_id()
+        low = max(0, max_id - DF_WINDOW)
+        in_window = int(
+            self.store.scalar(f"SELECT count(*) FROM {table} WHERE {table} MATCH ? AND rowid > ?", (expr, low))
+        )
+        docs_in_window = max(1, int(n_docs * (max_id - low) / max(max_id, 1)))
+        return max(DF_EXACT_CAP + 1, min(n_docs, int(n_docs * in_window / docs_in_window)))
+
+    def plan(self, query: str) -> QueryPlan:
+        counters = self.store.counters()
+        n_docs = counters.get("indexed_docs", 0)
+        self.df_cache.check(n_docs)
+        tokens = query_tokens(query)
+        folded = {t.text for t in tokens}
+        surface = [t for t in surface_tokens(query) if t.text not in folded]
+        df = {t.text: self.document_frequency(t, n_docs) for t in tokens + surface}
+        present = sorted((t for t in tokens + surface if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
+        rare = rarest_within(present, df, RARE_POSTINGS_BUDGET)
+        return QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface)
+
+    # --- candidates ------------------------------------------------------------------
+
+    def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        if not plan.rare:
+            return []
+        parts, params = [], []
+        for t in plan.rare:
+            table, expr = fts_index(t)
+            parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
+            params += [weights[t.text], expr]
+        union = " UNION ALL ".join(parts)
+        where, fparams = self.where(filters)
+        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) GROUP BY id) c"
+        if filters.active:
+            sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
+        sql += " ORDER BY c.s DESC, c.id DESC LIMIT ?"
+        return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [self.rare_candidates])]
+
+    def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
+        if not anchors:
+            return []
+        low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
+        expr = fts_or(anchors) if use_or else fts_and(anchors)
+        where, fparams = self.where(filters)
+        sql = "SELECT f.rowid FROM msg_fts f"
+        if filters.active:
+            sql += " JOIN msg m ON m.id = f.rowid JOIN session s ON s.id = m.session_id"
+        sql += " WHERE msg_fts MATCH ? AND f.rowid > ?"
+        if filters.active:
+            sql += f" AND {where}"
+        sql += " ORDER BY f.rowid DESC LIMIT ?"
+        return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + fparams + [RECENT_CANDIDATES])]
+
+    def candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        found = self._rare_candidates(plan, weights, filters)
+        common = without_surface(plan.common)
+        if common:
+            anchors = common[:RECENT_ANCHORS]
+            recent = self._recent_candidates(anchors, filters)
+            if not recent and not found:
+                recent = self._recent_candidates(anchors, filters, use_or=True)  # spec §7.1 ③'
+            seen = set(found)
+            found += [r for r in recent if r not in seen]
+        return found
+
+    # --- search ----------------------------------------------------------------------
+
+    # candidates kept from the rare track: enough for the hits asked for (at most MAX_LIMIT)
+    rare_candidates = RARE_CANDIDATES
+
+    def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
+        filters = filters or Filters()
+        limit = max(1, min(int(limit), MAX_LIMIT))
+        self.rare_candidates = max(RARE_CANDIDATES, limit)
+        with self.store.read():
+            plan = self.plan(query)
+            if not plan.rare and not plan.common:
+                return []
+            weights = ranking.token_weights(plan.tokens + plan.surface, plan.df, plan.n_docs, normalize(query))
+            ids = self.candidates(plan, weights, filters)
+            rows = self._fetch(ids, filters)
+        norm_query = normalize(query)
+        matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
+        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query), typed_runs(query))
+        scored = self._score(rows, prepared)
+        scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
+        by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]
+        needles = [query_phrases_for_snippet(query), by_weight]
+        return [_hit(row, score, needles) for score, row in scored[:limit]]
+
+    def _score(self, rows: list[dict[str, Any]], prepared: scoring.PreparedQuery) -> list[tuple[float, dict[str, Any]]]:
+        """Each candidate's `scoring.score_documents`; when some match a meaningful term (a word, a
+        CJK pair, a character typed alone), those that only hold characters cut out of the query's
+        words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
+        lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
+        avg = self._avg_len()
+        texts = [normalize_lower(row["text"]) for row in rows]
+        results = scoring.score_documents(texts, [lengths[int(r["id"])] for r in rows], avg, prepared)
+        scored = [(result, row) for result, row in zip(results, rows, strict=True) if result.score > 0]
+        if any(r.meaningful for r, _ in scored):
+            scored = [(r, row) for r, row in scored if r.meaningful]
+        return [(r.score, row) for r, row in scored]
+
+    def where(self, filters: Filters) -> tuple[str, list[Any]]:
+        """The filters as a condition over `msg m JOIN session s` (a team archive adds who wrote it)."""
+        return filter_sql(filters, self.store)
+
+    def _avg_len(self) -> float:
+        """Mean `ranking.doc_tokens` of the newest indexed messages, cached with the df cache."""
+        if self._avg is None or self._avg[0] != self.df_cache.generation:
+            sql = "SELECT id FROM msg WHERE indexed ORDER BY id DESC LIMIT ?"
+            ids = [int(r[0]) for r in self.store.rows(sql, (AVG_LEN_SAMPLE,))]
+            lengths = self._token_lengths(ids, {})
+            self._avg = (self.df_cache.generation, sum(lengths.values()) / len(lengths) if lengths else 1.0)
+        return self._avg[1]
+
+    def _token_lengths(self, ids: list[int], texts: dict[int, str]) -> dict[int, int]:
+        """msg id -> `ranking.doc_tokens`: kept by the index where the backend has it, else counted."""
+        known = self.store.msg_token_counts(ids)
+        missing = [i for i in ids if i not in known and i not in texts]
+        if missing:
+            sql = f"SELECT id, text FROM msg WHERE {self.store.sql_in_list('id')}"
+            texts = {
+                **texts,
+                **{int(i): decode_text(t) for i, t in self.store.rows(sql, (self.store.list_param(missing),))},
+            }
+        return {i: known[i] if i in known else ranking.doc_tokens(texts.get(i, "")) for i in ids}
+
+    def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
+        """session id -> (started_at, last_at, first user message)."""
+        if not ids:
+            return {}
+        sql = f"SELECT id, started_at, last_at, first_user FROM session WHERE {self.store.sql_in_list('id')}"
+        return {str(r[0]): (int(r[1]), int(r[2]), r[3]) for r in self.store.rows(sql, (self.store.list_param(ids),))}
+
+    def _fetch(self, ids: list[int], filters: Filters) -> list[dict[str, Any]]:
+        if not ids:
+            return []
+        where, fparams = self.where(filters)
+        sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
+                  FROM msg m JOIN session s ON s.id = m.session_id
+                  WHERE {self.store.sql_in_list("m.id")} AND {where}"""
+        keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
+        rows = self.store.rows(sql, [self.store.list_param(ids), *fparams])
+        return [dict(zip(keys, (*r[:5], decode_text(r[5]), *r[6:]), strict=True)) for r in rows]
+
+
+@dataclass
+class SessionHit:
+    """One session that talked about the query, headed by its first user message."""
+
+    session_id: str
+    project: str
+    cwd: str
+    name: str | None
+    headline: str
+    started_at: int
+    last_at: int
+    score: float
+    hits: int  # matching messages among the candidates
+    best: Hit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "project": self.project,
+            "cwd": self.cwd,
+            "name": self.name,
+            "headline": self.headline,
+            "started_at": self.started_at,
+            "last_at": self.last_at,
+            "score": round(self.score, 4),
+            "hits": self.hits,
+            "best": self.best.to_dict(),
+        }
+
+
+SESSION_MESSAGE_HITS = MAX_LIMIT  # messages ranked before grouping them into sessions
+HEADLINE_CHARS = 120
+
+
+def rank_sessions(searcher: Searcher, query: str, limit: int = 10, filters: Filters | None = None) -> list[SessionHit]:
+    """Sessions ranked by `ranking.session_score` over their best-ranked messages."""
+    limit = max(1, min(int(limit), MAX_LIMIT))
+    hits = searcher.search(query, limit=SESSION_MESSAGE_HITS, filters=filters)
+    groups: dict[str, list[Hit]] = {}
+    for hit in hits:
+        groups.setdefault(hit.session_id, []).append(hit)
+    ranked = sorted(groups.values(), key=lambda g: (ranking.session_score(h.score for h in g), g[0].ts), reverse=True)[
+        :limit
+    ]
+    info = searcher.session_rows([g[0].session_id for g in ranked])
+    out = []
+    for group in ranked:
+        sid = group[0].session_id
+        started, last, first_user = info.get(sid, (group[0].ts, group[0].ts, None))
+        headline = " ".join((first_user or group[0].session_name or "").split())
+        out.append(
+            SessionHit(
+                session_id=sid,
+                project=group[0].project,
+                cwd=group[0].cwd,
+                name=group[0].session_name,
+                headline=headline[:HEADLINE_CHARS] + ("…" if len(headline) > HEADLINE_CHARS else ""),
+                started_at=started,
+                last_at=last,
+                score=ranking.session_score(h.score for h in group),
+                hits=len(group),
+                best=group[0],
+            )
+        )
+    return out
+
+
+def filter_sql(f: Filters, store: Store) -> tuple[str, list[Any]]:
+    """A WHERE condition over `msg m` and `session s` for the filters, with its parameters (both backends)."""
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
+    if f.project:
+        clauses.append("(s.project = ? OR s.cwd = ? OR s.cwd LIKE ? ESCAPE '\\')")
+        escaped = f.project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        params += [f.project, f.project, "%/" + escaped]
+    scalars = (("m.ts >= ?", f.since_ms), ("m.ts < ?", f.until_ms), ("m.session_id = ?", f.session_id))
+    for condition, value in (*scalars, ("s.agent = ?", f.agent)):
+        if value:
+            clauses.append(condition)
+            params.append(value)
+    for column, values in (("m.role", f.roles), ("m.session_id", f.sessions), ("m.entry_id", f.entry_ids)):
+        if values:
+            clauses.append(store.sql_in_list(column))
+            params.append(store.list_param(values))
+    if f.kinds:
+        clauses.append(runsearch.kind_sql(f.kinds, store))
+    if f.path:
+        sql, path_params = runsearch.path_sql_for_messages(f.path)
+        clauses.append(sql)
+        params += path_params
+    return " AND ".join(clauses), params
+
+
+def _hit(row: dict[str, Any], score: float, needles: list[list[str]]) -> Hit:
+    return Hit(
+        msg_id=row["id"],
+        session_id=row["session_id"],
+        seq=row["seq"],
+        role=row["role"],
+        ts=row["ts"],
+        project=row["project"],
+        score=score,
+        snippet=snippet(row["text"], needles),
+        cwd=row["cwd"],
+        session_name=row["name"],
+        text=row["text"],
+    )
+
+
+def timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, (time.perf_counter() - start) * 1000

@@ -1,0 +1,200 @@
+"""Candidate retrieval on PostgreSQL: the same bounded plan as `search.py`, over a GIN index.
+
+Design idea: only the three SQL steps of `Searcher` change; planning (which
+tokens are rare, which common), the exact re-rank (`ranking.score_text`),
+recency tie-breaks and snippets are inherited unchanged, so both backends
+return the same hits in the same order.
+
+- Document frequency: a common token's comes from PostgreSQL's own statistics
+  (ANALYZE keeps the most common tsvector elements and their frequencies,
+  `pg_stats.most_common_elems`), loaded once per process; any other token's is
+  `count(*)` over at most `PG_DF_EXACT_CAP + 1` rows holding it
+  (`tokens @@ 't'::tsquery`), estimated from the newest `PG_DF_WINDOW` ids above
+  the cap (only before the first ANALYZE). Counting visits a heap page per
+  posting, so reading the frequent ones from statistics is what keeps a fresh
+  process's first query fast. Cached per process like the SQLite searcher's.
+- Rare track: the full postings of the rarest tokens within a fixed budget,
+  summed by idf weight in SQL, best `RARE_CANDIDATES` kept.
+- Recent track: the newest ids holding all common anchors, within the newest
+  `PG_RECENT_WINDOW` ids (`ORDER BY id DESC LIMIT k`). When the anchors are
+  expected in many rows of the window, the newest rows are walked backwards
+  along the primary key and stop after k matches; when they are expected in
+  few, the GIN index finds them. Either way at most the window is read.
+
+The budgets are smaller than SQLite's (`PG_*` below): FTS5 reads a posting
+from the index alone, while PostgreSQL visits the row's heap page for each
+one (about ten times the cost, see bench/results/pg_scale_text_array.json), so
+the same time bound allows fewer postings. Below the budgets both backends
+pick the same candidates and return identical hits.
+
+Search filters add who wrote a message: `mine` (the connected role), `team`
+(members of a PostgreSQL group role) and `authors` (display names).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from ..core.text import QueryToken
+from ..storage.pg.sql import indexable, lexeme, tsquery
+from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, rarest_within
+from .messages import filter_sql as shared_filter_sql
+
+if TYPE_CHECKING:
+    from ..storage.pg.store import PgStore
+    from ..storage.store import Store
+
+
+PG_DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
+PG_DF_WINDOW = 10_000  # newest ids used to estimate the df of a very common token
+PG_RARE_POSTINGS_BUDGET = 6_000  # postings read in full per query (rare track)
+PG_RECENT_WINDOW = 30_000  # the recent track looks only at the newest ids
+WALK_FROM_EXPECTED = 4 * RECENT_CANDIDATES  # expected matches in the window above which walking wins
+
+
+@dataclass
+class TeamFilters(Filters):
+    mine: bool = False
+    team: str | None = None
+    authors: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return super().active or self.mine or bool(self.team) or bool(self.authors)
+
+
+def filter_sql(f: Filters, store: PgStore) -> tuple[str, list[Any]]:
+    """The shared filters (`search.filter_sql`), plus who wrote the message."""
+    where, params = shared_filter_sql(f, cast("Store", store))
+    clauses = [where]
+    if isinstance(f, TeamFilters):
+        _team_clauses(f, clauses, params)
+    return " AND ".join(clauses), params
+
+
+def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any], alias: str = "m") -> None:
+    """Who wrote the rows of `alias` (msg m, or run r for the summary track)."""
+    if f.mine:
+        clauses.append(f"{alias}.written_by = current_user")
+    if f.team:
+        clauses.append(
+            f"""{alias}.written_by IN (SELECT member.rolname FROM pg_roles member, pg_roles grp
+                                WHERE grp.rolname = %s AND pg_has_role(member.oid, grp.oid, 'MEMBER'))"""
+        )
+        params.append(f.team)
+    if f.authors:
+        clauses.append(f"{alias}.author = ANY(%s)")
+        params.append(list(f.authors))
+
+
+def writer_filter(f: TeamFilters, alias: str) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
+    _team_clauses(f, clauses, params, alias)
+    return " AND ".join(clauses), params
+
+
+class PgSearcher(Searcher):
+    """`Searcher` with its SQL steps answered by PostgreSQL."""
+
+    def __init__(self, store: PgStore) -> None:
+        # the inherited code calls only read(), counters() and max_msg_id(), which PgStore provides
+        super().__init__(cast("Store", store))
+        self.pg = store
+        self._df: dict[str, int] = {}
+        self._n_docs = 0
+        self._shares: dict[str, float] | None = None
+        self._shares_at = -2
+
+    def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
+        # Inside the search's transaction: token lookups must go through the GIN index (a planner
+        # without fresh statistics may otherwise scan the table, whose cost grows with the archive).
+        with self.pg.read():
+            self.pg.conn.execute("SET LOCAL enable_seqscan = off")
+            return super().search(query, limit=limit, filters=filters)
+
+    def where(self, filters: Filters) -> tuple[str, list[Any]]:
+        return filter_sql(filters, self.pg)
+
+    def plan(self, query: str) -> QueryPlan:
+        """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
+        plan = super().plan(query)
+        self._df, self._n_docs = plan.df, plan.n_docs
+        present = sorted(plan.rare + plan.common, key=lambda t: (plan.df[t.text], t.text))  # rarest first
+        rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
+        return QueryPlan(plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface)
+
+    def common_shares(self, n_docs: int) -> dict[str, float]:
+        """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
+        if self._shares is None or self._shares_at != self.df_cache._at_docs:
+            self._shares = self.pg.analyzed_token_shares("msg")
+            self._shares_at = self.df_cache._at_docs
+        return self._shares
+
+    def document_frequency(self, token: QueryToken, n_docs: int) -> int:
+        key = f"{token.column}:{token.text}"
+        cached = self.df_cache.get(key)
+        if cached is not None:
+            return cached
+        if not indexable(token.text):
+            return 0  # longer than any lexeme the index holds
+        share = self.common_shares(n_docs).get(lexeme(token))
+        if share is not None and share * n_docs > PG_DF_EXACT_CAP:
+            estimate = int(share * n_docs)
+            self.df_cache.put(key, estimate)
+            return estimate
+        count = int(
+            self.pg.scalar(
+                "SELECT count(*) FROM (SELECT 1 FROM msg WHERE tokens @@ %s::tsquery LIMIT %s) capped",
+                (tsquery([token]), PG_DF_EXACT_CAP + 1),
+            )
+        )
+        if count > PG_DF_EXACT_CAP:
+            count = self._estimate_pg_df(token, n_docs)
+        self.df_cache.put(key, count)
+        return count
+
+    def _estimate_pg_df(self, token: QueryToken, n_docs: int) -> int:
+        """Density of a very common token among the newest ids, scaled to the archive."""
+        return self.pg.estimate_df_from_window("msg", token, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
+
+    def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        if not plan.rare:
+            return []
+        parts, params = [], []
+        for t in plan.rare:
+            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
+            params += [weights[t.text], tsquery([t])]
+        union = " UNION ALL ".join(parts)
+        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u GROUP BY id) c"
+        if filters.active:
+            where, fparams = self.where(filters)
+            sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
+            params += fparams
+        sql += " ORDER BY c.s DESC, c.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.pg.rows(sql, params + [self.rare_candidates])]
+
+    def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
+        if not anchors:
+            return []
+        low = max(0, self.pg.max_msg_id() - PG_RECENT_WINDOW)
+        query = tsquery(anchors, "|" if use_or else "&")
+        # `IS TRUE` hides the match from the GIN index, so the plan is the backward walk along the key
+        walk = self._expected_in_window(anchors, use_or) >= WALK_FROM_EXPECTED
+        match = "(m.tokens @@ %s::tsquery) IS TRUE" if walk else "m.tokens @@ %s::tsquery"
+        where, fparams = self.where(filters)
+        sql = "SELECT m.id FROM msg m"
+        if filters.active:
+            sql += " JOIN session s ON s.id = m.session_id"
+        sql += f" WHERE {match} AND m.id > %s AND {where} ORDER BY m.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.pg.rows(sql, [query, low] + fparams + [RECENT_CANDIDATES])]
+
+    def _expected_in_window(self, anchors: list[QueryToken], use_or: bool) -> float:
+        """Rows of the window expected to hold the anchors, assuming tokens occur independently."""
+        n = max(self._n_docs, 1)
+        shares = [min(1.0, self._df.get(t.text, 0) / n) for t in anchors]
+        share = 1.0
+        for x in shares:
+            share *= (1.0 - x) if use_or else x
+        return PG_RECENT_WINDOW * ((1.0 - share) if use_or else share)

@@ -1,0 +1,96 @@
+"""Live messages indexed at their writer's idle moment: rows written `INDEX_PENDING`, indexed by `index_pending`.
+
+`msg.indexed` of a live message whose index entry waits for its writer's next idle moment
+(`Store.defer_hooks`): tokenizing and indexing a 6,000-char message costs ~4 ms of CPU, which
+must not land on the write. A partial index (`msg_index_pending`, schema m008) finds such rows, so
+whichever process opens the archive next indexes what a writer that ended first left behind.
+A mixin of `Store` (its connection, `write()`, `rows()`, `index_typed`, `add_to_counters`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from ..core.text import Tokens, tokenize
+from .codec import decode_text
+
+if TYPE_CHECKING:
+    import apsw
+
+INDEX_PENDING = 2
+PENDING_PER_WRITE = 200  # pending messages read at a time
+PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's (`writes.INDEX_BUDGET`)
+
+
+# a message waiting for its index entry: (msg id, nchars, text, tokens)
+Pending = tuple[int, int, str, Tokens]
+
+
+def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
+    """Pending messages in groups of about `PENDING_BUDGET` characters of tokens: one short transaction each."""
+    groups: list[list[Pending]] = []
+    cost = PENDING_BUDGET
+    for cut in cuts:
+        size = sum(map(len, cut[3].chars)) + sum(map(len, cut[3].grams)) + 200
+        if cost + size > PENDING_BUDGET:
+            groups.append([])
+            cost = 0
+        groups[-1].append(cut)
+        cost += size
+    return groups
+
+
+class PendingIndex:
+    """`index_pending`: the index entries live writes left for later."""
+
+    conn: apsw.Connection
+    index_deferred = False  # new messages are written `INDEX_PENDING` and indexed by `index_pending`
+    pending_index = True  # there may be rows waiting for `index_pending` (a writer that ended first left some)
+
+    if TYPE_CHECKING:
+
+        def write(self) -> AbstractContextManager[None]: ...
+
+        def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
+
+        def index_typed(self, msg_id: int, text: str) -> None: ...
+
+        def add_to_counters(self, deltas: dict[str, int]) -> None: ...
+
+    def index_pending(self) -> int:
+        """Tokenize and index the messages written `INDEX_PENDING` (any writer's); returns how many.
+
+        Tokenizing happens outside the transaction; inside, a row is claimed (`indexed` 2 -> 1)
+        before its index entry is written, so two processes doing this at once index it once.
+        """
+        done = 0
+        while self.pending_index:
+            rows = self.rows("SELECT id, text, nchars FROM msg WHERE indexed = 2 LIMIT ?", (PENDING_PER_WRITE,))
+            self.pending_index = len(rows) == PENDING_PER_WRITE
+            texts = [(int(msg_id), int(nchars), decode_text(text)) for msg_id, text, nchars in rows]
+            cuts = [(msg_id, nchars, text, tokenize(text)) for msg_id, nchars, text in texts]
+            for group in _by_index_cost(cuts):
+                done += self._index_claimed(group)
+        return done
+
+    def _index_claimed(self, cuts: list[Pending]) -> int:
+        """One transaction: claim the rows still pending, then index them (one FTS5 segment for the lot)."""
+        with self.write():
+            claimed = []
+            for msg_id, nchars, text, toks in cuts:
+                has_tokens = bool(toks.chars or toks.grams)
+                self.conn.execute("UPDATE msg SET indexed = ? WHERE id = ? AND indexed = 2", (int(has_tokens), msg_id))
+                if self.conn.changes() and has_tokens:
+                    claimed.append((msg_id, nchars, text, toks))
+            # every UPDATE before the first insert: an UPDATE after one would flush a segment per message
+            for msg_id, _n, text, toks in claimed:
+                self.conn.execute(
+                    "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
+                    (msg_id, toks.chars_text(), toks.grams_text()),
+                )
+                self.index_typed(msg_id, text)
+            if claimed:
+                self.add_to_counters({"indexed_docs": len(claimed), "indexed_chars": sum(c[1] for c in claimed)})
+        return len(claimed)

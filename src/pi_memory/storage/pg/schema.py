@@ -1,0 +1,371 @@
+"""The team archive's PostgreSQL schema: an append-only list of migrations.
+
+Each migration runs in one transaction together with its row in
+`schema_version`, under an advisory lock, so concurrent first opens apply it
+once. Shipped migrations are never edited: a change is a new one at the end.
+
+The tables mirror the SQLite archive (`schema.py`), with three differences:
+- Tokens live in one `tokens tsvector` column (the distinct tokens of both
+  channels, made with `array_to_tsvector`, no positions, no dictionary) with a
+  GIN index. The SQLite index keeps two channels, but every token's text already
+  says its kind (one CJK character, a CJK bigram, a word), and words sit in both
+  channels, so one set answers exactly what the two columns answer. A tsvector,
+  unlike a `text[]` with `@>`, is matched without rechecking (detoasting) the row.
+- Every row says who wrote it: `written_by` is the database role, set by a
+  trigger from `current_user` (a client cannot claim another role), `author` a
+  display name (`PI_MEMORY_USER`, default the role) and `host` the machine.
+- Row-level security: anyone with SELECT reads everything; a row can be
+  updated or deleted only by the role that wrote it, or by a member of
+  `pi_memory_admin` (superusers and BYPASSRLS roles bypass the policies).
+  The owner of the tables bypasses them too: run the team's writers as
+  separate roles (see `roles.sql`).
+"""
+
+from __future__ import annotations
+
+from ...core.fold_table import TRADITIONAL
+
+ADMIN_ROLE = "pi_memory_admin"
+
+IS_WRITER_OR_ADMIN = f"""(written_by = current_user OR EXISTS (
+    SELECT 1 FROM pg_roles r WHERE r.rolname = '{ADMIN_ROLE}' AND pg_has_role(current_user, r.oid, 'MEMBER')))"""
+
+
+def _owned_table_policies(table: str) -> str:
+    return f"""
+        ALTER TABLE {table} ENABLE ROW LEVEL SECURITY;
+        CREATE POLICY {table}_read ON {table} FOR SELECT USING (true);
+        CREATE POLICY {table}_insert ON {table} FOR INSERT WITH CHECK (written_by = current_user);
+        CREATE POLICY {table}_update ON {table} FOR UPDATE USING {IS_WRITER_OR_ADMIN};
+        CREATE POLICY {table}_delete ON {table} FOR DELETE USING {IS_WRITER_OR_ADMIN};
+        CREATE TRIGGER {table}_identity BEFORE INSERT ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_identity();
+    """
+
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "m001_team_archive",
+        """
+        CREATE FUNCTION pi_memory_identity() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          NEW.written_by := current_user;
+          NEW.author := coalesce(nullif(NEW.author, ''), current_user);
+          RETURN NEW;
+        END $$;
+
+        CREATE TABLE session (
+          id             text PRIMARY KEY,
+          agent          text NOT NULL DEFAULT 'pi',
+          cwd            text NOT NULL DEFAULT '',
+          project        text NOT NULL DEFAULT '',
+          started_at     bigint NOT NULL,
+          last_at        bigint NOT NULL,
+          name           text,
+          parent_session text,
+          source_path    text,
+          first_user     text,
+          written_by     text NOT NULL DEFAULT current_user,
+          author         text NOT NULL DEFAULT current_user,
+          host           text NOT NULL DEFAULT ''
+        );
+        CREATE INDEX session_project ON session(project);
+
+        CREATE TABLE msg (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id text    NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          seq        integer NOT NULL,
+          ts         bigint  NOT NULL,
+          role       text    NOT NULL,
+          text       text    NOT NULL,
+          nchars     integer NOT NULL,
+          indexed    boolean NOT NULL,
+          entry_id   text,
+          parent_id  text,
+          meta       text,
+          hash       text    NOT NULL,
+          tokens     tsvector NOT NULL DEFAULT '',
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT '',
+          UNIQUE (session_id, hash)
+        );
+        CREATE INDEX msg_session_order ON msg(session_id, ts, seq);
+        CREATE INDEX msg_entry ON msg(entry_id) WHERE entry_id IS NOT NULL;
+        -- no pending list: a query never scans unsorted recent entries, and its cost stays predictable
+        CREATE INDEX msg_tokens ON msg USING gin(tokens) WITH (fastupdate = off);
+        -- ANALYZE keeps the ~10,000 most common tokens and their frequencies: the document
+        -- frequencies of common tokens are read from there instead of counted (pg/search.py)
+        ALTER TABLE msg ALTER COLUMN tokens SET STATISTICS 1000;
+        CREATE INDEX msg_writer ON msg(written_by);
+
+        CREATE TABLE entry (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id text   NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          entry_key  text   NOT NULL,
+          entry_id   text,
+          type       text   NOT NULL,
+          ts         bigint NOT NULL,
+          msg_id     bigint REFERENCES msg(id) ON DELETE CASCADE,
+          raw        bytea  NOT NULL,
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT '',
+          UNIQUE (session_id, entry_key)
+        );
+        CREATE INDEX entry_msg ON entry(msg_id) WHERE msg_id IS NOT NULL;
+
+        -- per machine: the same path on two laptops is two files
+        CREATE TABLE source_file (
+          host        text   NOT NULL,
+          path        text   NOT NULL,
+          session_id  text,
+          size        bigint NOT NULL,
+          mtime_ns    bigint NOT NULL,
+          imported_at bigint NOT NULL,
+          written_by  text   NOT NULL DEFAULT current_user,
+          author      text   NOT NULL DEFAULT current_user,
+          PRIMARY KEY (host, path)
+        );
+
+        -- one row, updated last in each write transaction (row lock held only until commit)
+        CREATE TABLE counter (
+          only_row      boolean PRIMARY KEY DEFAULT true CHECK (only_row),
+          indexed_docs  bigint NOT NULL DEFAULT 0,
+          indexed_chars bigint NOT NULL DEFAULT 0
+        );
+        INSERT INTO counter DEFAULT VALUES;
+        """
+        + _owned_table_policies("session")
+        + _owned_table_policies("msg")
+        + _owned_table_policies("entry")
+        + _owned_table_policies("source_file"),
+    ),
+]
+
+
+def _append_only(table: str) -> str:
+    return f"""
+        CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_refuse_change();
+        CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
+          FOR EACH STATEMENT EXECUTE FUNCTION pi_memory_refuse_change();
+        CREATE TRIGGER {table}_identity BEFORE INSERT ON {table}
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_identity();
+    """
+
+
+# The memory log (see `pi_memory.memory`): one hash chain per workspace, the newest chain of a
+# workspace is its active one; rows are only ever added (the triggers refuse UPDATE, DELETE and
+# TRUNCATE, for the owner too). Appends to one workspace are serialized by
+# `pg_advisory_xact_lock(hashtext(workspace))`; the primary key (chain, seq) is the last guard.
+MIGRATIONS.append(
+    (
+        "m002_memory_log",
+        """
+        CREATE FUNCTION pi_memory_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
+        END $$;
+
+        CREATE TABLE memory_chain (
+          id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          workspace  text   NOT NULL,
+          created_at bigint NOT NULL,
+          note       text   NOT NULL DEFAULT '',
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT ''
+        );
+        CREATE INDEX memory_chain_workspace ON memory_chain(workspace, id);
+
+        CREATE TABLE memory_event (
+          chain      bigint  NOT NULL REFERENCES memory_chain(id),
+          seq        integer NOT NULL,
+          prev_hash  text    NOT NULL,
+          hash       text    NOT NULL,
+          event      text    NOT NULL,
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT '',
+          PRIMARY KEY (chain, seq)
+        );
+        """
+        + _append_only("memory_chain")
+        + _append_only("memory_event"),
+    )
+)
+
+# Runs, their navigation summaries and files (see `pi_memory.runs`), the compaction windows of
+# pi sessions (`pi_memory.compact.window`), tombstones, and what `watch` keeps, as in the SQLite
+# migrations m003-m005. A run's summary tokens are a tsvector column of its own row (the SQLite
+# archive keeps them in the `run_fts` index). Runs are derived: they are written by whoever wrote
+# the session's messages, so the same owner policies apply. Watch offsets are per host, like the
+# rest of `source_file`.
+MIGRATIONS.append(
+    (
+        "m003_runs_and_windows",
+        """
+        -- who wrote a row comes from the connection: the role, and the display name and host the
+        -- client set for its session (PgStore.connect), so no INSERT has to name them
+        CREATE OR REPLACE FUNCTION pi_memory_identity() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          NEW.written_by := current_user;
+          -- the column default is current_user: a row that names no author gets the session's
+          IF coalesce(NEW.author, '') IN ('', current_user) THEN
+            NEW.author := coalesce(nullif(current_setting('pi_memory.author', true), ''), current_user);
+          END IF;
+          NEW.host := coalesce(nullif(NEW.host, ''), current_setting('pi_memory.host', true), '');
+          RETURN NEW;
+        END $$;
+
+        ALTER TABLE session ADD COLUMN source_missing integer NOT NULL DEFAULT 0;
+        -- where `watch` stopped reading a file of this host (see tail.py)
+        ALTER TABLE source_file ADD COLUMN read_offset bigint NOT NULL DEFAULT 0,
+                                ADD COLUMN line_no bigint NOT NULL DEFAULT 0,
+                                ADD COLUMN inode bigint,
+                                ADD COLUMN head_hash text,
+                                ADD COLUMN agent text;
+
+        -- tombstones of what was forgotten (see forget.py): a re-import or push does not bring it back
+        CREATE TABLE forgotten (
+          session_id   text   NOT NULL,
+          hash         text   NOT NULL,
+          forgotten_at bigint NOT NULL,
+          written_by   text   NOT NULL DEFAULT current_user,
+          author       text   NOT NULL DEFAULT current_user,
+          host         text   NOT NULL DEFAULT '',
+          PRIMARY KEY (session_id, hash)
+        );
+        CREATE INDEX forgotten_hash ON forgotten(hash);
+        ALTER TABLE counter ADD COLUMN run_docs bigint NOT NULL DEFAULT 0,
+                            ADD COLUMN run_chars bigint NOT NULL DEFAULT 0;
+
+        CREATE TABLE run (
+          id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id    text    NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          first_msg     bigint  NOT NULL,
+          start_ts      bigint  NOT NULL,
+          end_ts        bigint  NOT NULL,
+          status        text    NOT NULL,
+          n_msgs        integer NOT NULL,
+          tool_calls    integer NOT NULL,
+          tool_errors   integer NOT NULL,
+          summary       text    NOT NULL,
+          fields        text    NOT NULL,
+          indexed_chars integer NOT NULL DEFAULT -1,
+          tokens        tsvector NOT NULL DEFAULT '',
+          written_by    text    NOT NULL DEFAULT current_user,
+          author        text    NOT NULL DEFAULT current_user,
+          host          text    NOT NULL DEFAULT '',
+          UNIQUE (session_id, first_msg)
+        );
+        CREATE INDEX run_start ON run(start_ts);
+        CREATE INDEX run_tokens ON run USING gin(tokens) WITH (fastupdate = off);
+        -- as for messages: ANALYZE keeps the common tokens' frequencies, read instead of counted
+        ALTER TABLE run ALTER COLUMN tokens SET STATISTICS 1000;
+
+        CREATE TABLE run_msg (
+          msg_id     bigint  PRIMARY KEY REFERENCES msg(id) ON DELETE CASCADE,
+          run_id     bigint  NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+          pos        integer NOT NULL,
+          written_by text    NOT NULL DEFAULT current_user,
+          author     text    NOT NULL DEFAULT current_user,
+          host       text    NOT NULL DEFAULT ''
+        );
+        CREATE INDEX run_msg_run ON run_msg(run_id, pos);
+
+        CREATE TABLE run_file (
+          path       text   NOT NULL,
+          run_id     bigint NOT NULL REFERENCES run(id) ON DELETE CASCADE,
+          msg_id     bigint NOT NULL,
+          action     text   NOT NULL,
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT '',
+          PRIMARY KEY (path, msg_id, action)
+        );
+        CREATE INDEX run_file_run ON run_file(run_id);
+
+        CREATE TABLE compact_window (
+          session_id          text    NOT NULL,
+          seq                 integer NOT NULL,
+          window_id           text    NOT NULL UNIQUE,
+          compaction_entry_id text    NOT NULL,
+          parent_window_id    text,
+          kept_entry_id       text    NOT NULL,
+          source_count        integer,
+          source_hash         text,
+          prev_hash           text,
+          hash                text    NOT NULL,
+          recorded_at         bigint  NOT NULL,
+          compactor           text,
+          reason              text,
+          plan_ms             double precision,
+          checkpoint_chars    integer,
+          tokens_before       integer,
+          derived_count       integer NOT NULL DEFAULT 0,
+          written_by          text    NOT NULL DEFAULT current_user,
+          author              text    NOT NULL DEFAULT current_user,
+          host                text    NOT NULL DEFAULT '',
+          PRIMARY KEY (session_id, seq),
+          UNIQUE (session_id, compaction_entry_id)
+        );
+        CREATE FUNCTION pi_memory_refuse_update() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          RAISE EXCEPTION '% rows are immutable', TG_TABLE_NAME;
+        END $$;
+        CREATE TRIGGER compact_window_immutable BEFORE UPDATE ON compact_window
+          FOR EACH ROW EXECUTE FUNCTION pi_memory_refuse_update();
+        """
+        + _owned_table_policies("run")
+        + _owned_table_policies("run_msg")
+        + _owned_table_policies("run_file")
+        + _owned_table_policies("compact_window")
+        + _owned_table_policies("forgotten"),
+    )
+)
+
+# `pi-memory review link`: which memory addresses which review finding (SQLite m006_review_links)
+MIGRATIONS.append(
+    (
+        "m004_review_links",
+        """
+        CREATE TABLE review_link (
+          workspace  text   NOT NULL,
+          memory_id  text   NOT NULL,
+          key        text   NOT NULL,
+          signature  text   NOT NULL DEFAULT '',
+          created_at bigint NOT NULL,
+          written_by text   NOT NULL DEFAULT current_user,
+          author     text   NOT NULL DEFAULT current_user,
+          host       text   NOT NULL DEFAULT '',
+          PRIMARY KEY (workspace, memory_id, key)
+        );
+        """
+        + _owned_table_policies("review_link"),
+    )
+)
+
+# Characters typed in a script that folds to another are lexemes as typed too, `t:構` (SQLite
+# m007_surface_chars, `store.TYPED_PREFIX`): new rows get them on insert, this adds them to older rows.
+_FOLDABLE_CLASS = "[" + TRADITIONAL + "]"
+MIGRATIONS.append(
+    (
+        "m005_surface_chars",
+        f"""
+        UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY(
+            SELECT DISTINCT 't:' || found[1] FROM regexp_matches(text, '{_FOLDABLE_CLASS}', 'g') AS found))
+        WHERE indexed AND text ~ '{_FOLDABLE_CLASS}';
+        """,
+    )
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+CREATE_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+  version    integer PRIMARY KEY,
+  name       text NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now()
+)"""

@@ -1,0 +1,99 @@
+"""The PostgreSQL store's pure pieces: SQL text in psycopg's style, tsvector lexemes and tsqueries, text PostgreSQL accepts.
+
+Shared by `store` (the connection and reads) and `writes` (the write path).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ...core.text import QueryToken, surface_chars
+from ...errors import ArchiveError
+
+if TYPE_CHECKING:
+    from ..store import NewMessage
+
+DEADLOCK_RETRIES = 5
+T = TypeVar("T")
+
+
+class PermissionDenied(ArchiveError):
+    pass
+
+
+def driver() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise ArchiveError("a PostgreSQL archive needs the psycopg driver: pip install 'pi-memory[pg]'") from None
+    return psycopg
+
+
+def pg_text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL; the content hash (computed before) still names the original."""
+    return value.replace("\x00", "\ufffd")
+
+
+MAX_LEXEME_BYTES = 2000  # PostgreSQL refuses longer tsvector lexemes (a pasted blob without separators)
+
+
+def indexable(token: str) -> bool:
+    return len(token.encode()) <= MAX_LEXEME_BYTES
+
+
+def message_tokens(m: NewMessage) -> list[str]:
+    """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
+    if not m.indexed:
+        return []
+    # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
+    typed = {TYPED_PREFIX + ch for ch in surface_chars(m.text)}
+    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) | typed if indexable(t))
+
+
+def meta_json(meta: dict[str, Any]) -> str | None:
+    # json.dumps escapes NUL as \u0000, so the text column accepts it
+    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str) if meta else None
+
+
+# A lexeme for a character as typed in a script that folds to another (`t:構`): apart from the
+# folded tokens, as SQLite keeps them in their own index (`msg_typed`).
+TYPED_PREFIX = "t:"
+
+
+def lexeme(token: QueryToken) -> str:
+    return TYPED_PREFIX + token.text if token.kind == "surface" else token.text
+
+
+def tsquery(tokens: list[QueryToken], op: str = "&") -> str:
+    """A tsquery of quoted lexemes: tokens are matched exactly, never parsed as query syntax."""
+    quoted = ["'" + lexeme(t).replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]
+    return f" {op} ".join(quoted)
+
+
+@lru_cache(maxsize=512)
+def pg_sql(sql: str) -> bytes:
+    """The shared `?`-style SQL as psycopg takes it: `?` outside quotes becomes `%s`, a literal `%` `%%`.
+
+    `%s` already written for psycopg passes through unchanged (PostgreSQL-only SQL in this package).
+    Quoted strings and `--` comments are copied as they are, but for `%`.
+    """
+    out: list[str] = []
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if ch == "'" or sql.startswith("--", i):
+            end = sql.find("'", i + 1) if ch == "'" else sql.find("\n", i)
+            end = n if end < 0 else end + (1 if ch == "'" else 0)
+            out.append(sql[i:end].replace("%", "%%"))
+            i = end
+            continue
+        if ch == "?":
+            out.append("%s")
+        elif ch == "%" and not sql.startswith("%s", i):
+            out.append("%%")
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out).encode()

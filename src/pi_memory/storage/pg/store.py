@@ -1,0 +1,456 @@
+"""The team archive's connection: migrations, short transactions, the write path, reads.
+
+Design idea: the same rules as the SQLite store, kept by PostgreSQL's own
+machinery. Every write is one short transaction of at most `BATCH` messages
+holding only SQL (parsing, rendering and tokenizing happen before it starts).
+A message is new when its `(session_id, hash)` is; `INSERT ... ON CONFLICT DO
+NOTHING` makes any replay harmless. The session row is locked (`FOR UPDATE`,
+or the upsert's own lock) before seqs are allocated, so concurrent writers to
+one session never share a seq, and writers to different sessions never wait
+for each other except on the one-row counter, updated last so its lock is held
+only until commit.
+
+Credentials come from the URL or the standard libpq environment (PGPASSWORD,
+~/.pgpass, PGSERVICE ...); error messages pass through `redact` and never show
+a password.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from ...core.text import QueryToken
+from ...errors import ArchiveError, NotFound
+from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
+from . import redact
+from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery
+from .writes import PgWrites
+
+if TYPE_CHECKING:
+    import psycopg
+
+
+__all__ = ["PermissionDenied", "PgStore", "indexable", "lexeme", "pg_sql", "tsquery"]
+
+CONNECT_TIMEOUT_S = 10
+
+MIGRATION_LOCK = "pi_memory_migrate"
+RUN_DF_EXACT_CAP = 1_000  # run summaries holding a token, counted exactly up to here
+RUN_DF_WINDOW = 2_000  # newest run ids a more common token's count is estimated from
+RUN_WINDOW = 30_000  # the newest run ids searched for the other tokens
+RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above which the search walks the ids
+TOKEN_TABLES = ("msg", "run")  # the tables with a `tokens` tsvector under a GIN index
+COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
+TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
+
+
+class PgStore(PgWrites, SharedSql):
+    """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
+
+    def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
+        self.conn = conn
+        self.url = url
+        self.path = redact(url)  # what Stats and messages show
+        self.author = os.environ.get("PI_MEMORY_USER") or None
+        self.host = socket.gethostname()
+        # summary search: run counts of this search's tokens, and the common tokens' shares
+        # from ANALYZE's statistics (reloaded when the number of runs moved by more than 2%)
+        self._run_df: dict[str, int] = {}
+        self._run_shares: tuple[int, dict[str, float]] = (-1, {})
+
+    # --- opening ------------------------------------------------------------------
+
+    @classmethod
+    def connect(cls, url: str) -> PgStore:
+        psycopg = driver()
+        try:
+            conn = psycopg.connect(
+                url, autocommit=True, application_name="pi-memory", connect_timeout=CONNECT_TIMEOUT_S
+            )
+        except psycopg.Error as exc:
+            raise ArchiveError(f"cannot connect to {redact(url)}: {_first_line(exc, url)}") from None
+        store = cls(conn, url)
+        with store.errors():
+            # every query here is small: compiling one (JIT) costs more than it saves
+            conn.execute("SET jit = off")
+            # what the identity trigger writes into every row's author and host (pg/schema.py)
+            conn.execute(
+                "SELECT set_config('pi_memory.author', %s, false), set_config('pi_memory.host', %s, false)",
+                (store.author or "", store.host),
+            )
+            store.migrate()
+        return store
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextmanager
+    def errors(self) -> Iterator[None]:
+        """Driver errors become one clear line, with any password redacted."""
+        psycopg = driver()
+        try:
+            yield
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PermissionDenied(
+                f"permission denied: role {self.current_user_safe()!r} cannot do this on {self.path} "
+                f"({_first_line(exc, self.url)})"
+            ) from None
+        except psycopg.Error as exc:
+            raise ArchiveError(f"PostgreSQL archive {self.path}: {_first_line(exc, self.url)}") from None
+
+    def current_user_safe(self) -> str:
+        try:
+            return str(self.scalar("SELECT current_user"))
+        except Exception:  # the connection may be the thing that failed
+            return "?"
+
+    @property
+    def current_user(self) -> str:
+        return str(self.scalar("SELECT current_user"))
+
+    def schema_version(self) -> int:
+        if self.scalar("SELECT to_regclass('schema_version')") is None:
+            return 0
+        return int(self.scalar("SELECT coalesce(max(version), 0) FROM schema_version") or 0)
+
+    def migrate(self) -> None:
+        """Apply pending migrations in one transaction, under an advisory lock (concurrent opens wait)."""
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.path} has schema version {current}, newer than this pi-memory ({SCHEMA_VERSION}); upgrade pi-memory"
+            )
+        if current == SCHEMA_VERSION:
+            return
+        with self.write():
+            self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (MIGRATION_LOCK,))
+            self.conn.execute(CREATE_VERSION_TABLE)
+            current = self.schema_version()
+            for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+                if version <= current:
+                    continue
+                self.conn.execute(sql.encode())
+                self.conn.execute("INSERT INTO schema_version(version, name) VALUES (%s, %s)", (version, name))
+
+    # --- transactions and plain queries --------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A transaction around multi-statement reads (nested calls join the outer one)."""
+        with self.conn.transaction():
+            yield
+
+    # The library's shared SQL is written once, with `?` placeholders (SQLite's style); these
+    # four methods take it as it is. `self.conn` is psycopg's own and takes `%s`.
+
+    # Their driver errors become `ArchiveError`s (see `errors`), except the deadlock and
+    # serialization failures `_retry` runs a transaction again for.
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        with self._statement_errors():
+            row = self.conn.execute(pg_sql(sql), params).fetchone()
+        return row[0] if row else None
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._statement_errors():
+            return list(self.conn.execute(pg_sql(sql), params).fetchall())
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the rows it changed."""
+        with self._statement_errors():
+            return int(self.conn.execute(pg_sql(sql), params).rowcount)
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
+        params = list(seq)
+        if params:
+            with self._statement_errors(), self.conn.cursor() as cur:
+                cur.executemany(pg_sql(sql), params)
+
+    @contextmanager
+    def _statement_errors(self) -> Iterator[None]:
+        psycopg = driver()
+        try:
+            yield
+        except (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure):
+            raise
+        except psycopg.Error:
+            with self.errors():
+                raise
+
+    # --- the few places where the two dialects differ, named (the SQLite Store has the same) ---
+
+    @staticmethod
+    def text_param(value: str) -> str:
+        return pg_text(value)
+
+    def sql_in_list(self, expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made."""
+        return f"{expr} = ANY(?)"
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        return list(values)
+
+    @staticmethod
+    def sql_json_has(column: str, key: str) -> str:
+        return f"(({column})::jsonb -> '{key}') IS NOT NULL"
+
+    # --- what the importer asks before writing (the rest: `SharedSql`) --------------------
+
+    def source_file_state(self, path: str) -> tuple[int, int] | None:
+        rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE host=%s AND path=%s", (self.host, path))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # --- live capture (the rest of its store calls: `SharedSql`) ----------------------------
+
+    # driver errors (a read-only role, a lost connection) become one clear line, as in `rows`
+    def ensure_session(self, row: SessionRow) -> None:
+        with self.errors():
+            self._ensure_session(row)
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """A bulk write needs no checkpoint policy here: the server checkpoints on its own schedule."""
+        yield
+
+    def lock_workspace(self, workspace: str) -> None:
+        """Serialize memory-log appends to one workspace until the transaction ends (other workspaces go on)."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (workspace,))
+
+    # --- forgetting -------------------------------------------------------------------
+
+    def check_may_forget(self, session_id: str) -> None:
+        """Raise unless this role wrote the session or is a member of `pi_memory_admin`.
+
+        Row-level security would make the DELETEs of someone else's rows change nothing,
+        silently; asking first turns that into one clear error before anything is touched.
+        """
+        row = self.rows(
+            f"SELECT written_by, {IS_WRITER_OR_ADMIN} FROM session WHERE id=?",
+            (session_id,),
+        )
+        if not row:
+            raise NotFound(f"no session {session_id!r}")
+        writer, allowed = row[0]
+        if not allowed:
+            raise PermissionDenied(
+                f"permission denied: session {session_id} was written by {writer!r}; only that role or a "
+                f"member of {ADMIN_ROLE} can forget it"
+            )
+
+    def unindex_messages(self, msg_ids: list[int]) -> None:
+        """Nothing to do: a message's tokens are a column of its row, deleted with it."""
+
+    # --- what `watch` remembers of a followed file: per host, like all of `source_file` -------------
+
+    def file_state(self, path: str) -> tuple[Any, ...] | None:
+        rows = self.rows(
+            """SELECT session_id, read_offset, line_no, inode, head_hash, size, mtime_ns FROM source_file
+               WHERE host = ? AND path = ?""",
+            (self.host, path),
+        )
+        return rows[0] if rows else None
+
+    def remember_file(self, path: str, session_id: str | None, state: Sequence[Any], agent: str | None) -> None:
+        size, mtime_ns, offset, line_no, inode, head = state
+        self.execute(
+            """INSERT INTO source_file(host, path, session_id, size, mtime_ns, imported_at, read_offset, line_no,
+                                       inode, head_hash, agent, author)
+               VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(host, path) DO UPDATE SET session_id = coalesce(excluded.session_id, source_file.session_id),
+                 size = excluded.size, mtime_ns = excluded.mtime_ns, imported_at = excluded.imported_at,
+                 read_offset = excluded.read_offset, line_no = excluded.line_no, inode = excluded.inode,
+                 head_hash = excluded.head_hash, agent = coalesce(excluded.agent, source_file.agent)""",
+            (self.host, pg_text(path), session_id, size, mtime_ns, int(time.time() * 1000), offset, line_no)
+            + (inode, head, agent, self.author),
+        )
+
+    def forget_file_offsets(self, path: str) -> None:
+        self.execute(
+            """UPDATE source_file SET read_offset = 0, line_no = 0, inode = NULL, head_hash = NULL
+               WHERE host = ? AND path = ?""",
+            (self.host, path),
+        )
+
+    def consistency_problems(self) -> list[str]:
+        """The schema version, and every counter against a recount (a full scan: `check` only)."""
+        problems = []
+        if self.schema_version() != SCHEMA_VERSION:
+            problems.append(f"schema version {self.schema_version()}, expected {SCHEMA_VERSION}")
+        if self.scalar("SELECT count(*) FROM counter") != 1:
+            return [*problems, "the counter row is missing"]
+        with self.read():
+            stored = self.counters()
+            docs, chars = self.rows(
+                "SELECT count(*), coalesce(sum(nchars), 0) FROM msg WHERE indexed",
+            )[0]
+            runs, run_chars = self.rows(
+                "SELECT count(*), coalesce(sum(indexed_chars), 0) FROM run WHERE indexed_chars >= 0",
+            )[0]
+        actual = {"indexed_docs": docs, "indexed_chars": chars, "run_docs": runs, "run_chars": run_chars}
+        problems += [
+            f"counter {name} is {stored[name]}, the rows say {int(value)}"
+            for name, value in actual.items()
+            if stored[name] != int(value)
+        ]
+        return problems
+
+    # --- reads ------------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        row = self.conn.execute(f"SELECT {', '.join(COUNTERS)} FROM counter").fetchone()
+        return {name: int(value) for name, value in zip(COUNTERS, row, strict=True)} if row else {}
+
+    def add_to_counters(self, deltas: dict[str, int]) -> None:
+        """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
+        unknown = set(deltas) - set(COUNTERS)
+        if unknown:
+            raise ValueError(f"no counter {sorted(unknown)[0]!r}")
+        sets = ", ".join(f"{name} = {name} + %s" for name in deltas)
+        self.conn.execute(f"UPDATE counter SET {sets}".encode(), list(deltas.values()))
+
+    # --- run summaries: a tsvector column of `run` (the SQLite store has an FTS5 table) -------
+
+    def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
+        tokens = sorted(t for t in set(chars.split()) | set(grams.split()) if indexable(t))
+        self.conn.execute("UPDATE run SET tokens = array_to_tsvector(%s::text[]) WHERE id=%s", (tokens, run_id))
+
+    def unindex_run_summary(self, run_id: int) -> None:
+        self.conn.execute("UPDATE run SET tokens = ''::tsvector WHERE id=%s", (run_id,))
+
+    # Bounded like message search (pg/search.py): a posting costs a heap page here, so a common
+    # token's run count is read from ANALYZE's statistics, or counted only up to RUN_DF_EXACT_CAP
+    # and estimated above from the newest RUN_DF_WINDOW runs; the recent track looks at a fixed
+    # window of the newest run ids, walking back along the ids when the tokens are frequent.
+
+    def run_summary_df(self, token: QueryToken, cap: int) -> int:
+        if not indexable(token.text):
+            return 0
+        runs = self.counters().get("run_docs", 0)
+        share = self._run_token_shares(runs).get(token.text)
+        if share is not None and share * runs > RUN_DF_EXACT_CAP:
+            count = int(share * runs)
+        else:
+            count = self._count_runs_holding(token, min(cap, RUN_DF_EXACT_CAP), runs)
+        self._run_df[token.text] = count
+        return count
+
+    def _count_runs_holding(self, token: QueryToken, exact: int, runs: int) -> int:
+        sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
+        count = int(self.scalar(sql, (tsquery([token]), exact + 1)))
+        if count <= exact:
+            return count
+        return self.estimate_df_from_window("run", token, runs, RUN_DF_WINDOW, floor=exact + 1)
+
+    def _run_token_shares(self, runs: int) -> dict[str, float]:
+        at, shares = self._run_shares
+        if at < 0 or abs(runs - at) > 0.02 * max(at, 1):
+            shares = self.analyzed_token_shares("run")
+            self._run_shares = (runs, shares)
+        return shares
+
+    # --- document frequencies without counting every posting (msg and run tokens alike) ------
+
+    def analyzed_token_shares(self, table: str) -> dict[str, float]:
+        """token -> share of rows, for the tokens ANALYZE found most common in `table`.tokens."""
+        assert table in TOKEN_TABLES
+        row = self.conn.execute(
+            """SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats
+               WHERE schemaname = current_schema() AND tablename = %s AND attname = 'tokens'""",
+            (table,),
+        ).fetchone()
+        elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
+        return {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
+
+    def estimate_df_from_window(self, table: str, token: QueryToken, n_docs: int, window: int, floor: int) -> int:
+        """Rows holding a frequent token: its density among the newest `window` ids, scaled to `n_docs`."""
+        assert table in TOKEN_TABLES
+        top = int(self.scalar(f"SELECT coalesce(max(id), 0) FROM {table}") or 0)
+        low = max(0, top - window)
+        # `IS TRUE` keeps the GIN index out: the window's rows are read by id, a bounded number
+        sql = f"SELECT count(*) FROM {table} WHERE id > %s AND (tokens @@ %s::tsquery) IS TRUE"
+        in_window = int(self.scalar(sql, (low, tsquery([token]))))
+        docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
+        return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
+
+    def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
+        if not indexable(token.text):
+            return []
+        return self._runs_matching("r.tokens @@ %s::tsquery", tsquery([token]), 0, limit, where)
+
+    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER) -> list[int]:
+        """The newest runs holding any of the tokens, among the newest `RUN_WINDOW` run ids."""
+        usable = [t for t in tokens if indexable(t.text)]
+        if not usable:
+            return []
+        low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
+        # `IS TRUE` hides the match from the GIN index: the plan walks back along the primary key
+        # and stops at `limit` matches, instead of reading every match of the window first
+        walk = self._expected_in_window(usable) >= RUN_WALK_FROM_EXPECTED * limit
+        match = "(r.tokens @@ %s::tsquery) IS TRUE" if walk else "r.tokens @@ %s::tsquery"
+        return self._runs_matching(match, tsquery(usable, "|"), low, limit, where)
+
+    def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
+        join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""
+        sql = f"SELECT r.id FROM run r{join} WHERE {match} AND r.id > %s AND {where[0]} ORDER BY r.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, [query, low, *where[1], limit])]
+
+    def _expected_in_window(self, tokens: list[QueryToken]) -> float:
+        """Runs of the window expected to hold any of the tokens, assuming they occur independently."""
+        runs = max(self.counters().get("run_docs", 0), 1)
+        none = 1.0
+        for t in tokens:
+            none *= 1.0 - min(1.0, self._run_df.get(t.text, 0) / runs)
+        return min(runs, RUN_WINDOW) * (1.0 - none)
+
+    # --- after-write hooks (runs), as on the SQLite store ------------------------------------
+
+    # session id -> new msg ids whose after-write hooks wait for an idle moment; None: run at once
+    deferred_hooks: dict[str, list[int]] | None = None
+
+    def defer_hooks(self) -> None:
+        """Put off the after-write hooks of live writes (the bridge runs them when idle)."""
+        self.deferred_hooks = {}
+
+    def defer_checkpoints(self) -> None:
+        """PostgreSQL checkpoints on its own schedule: nothing to put off."""
+
+    def checkpoint(self) -> None:
+        """Nothing to do: see `defer_checkpoints`."""
+
+    @property
+    def user_version(self) -> int:
+        return self.schema_version()
+
+    def db_bytes(self) -> int:
+        return int(
+            self.scalar("SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) t", (list(TABLES),))
+            or 0
+        )
+
+
+def _first_line(exc: BaseException, url: str) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return redact(line, _password_of(url))
+
+
+def _password_of(url: str) -> str | None:
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        value = conninfo_to_dict(url).get("password")
+    except Exception:
+        return None
+    return str(value) if value else None

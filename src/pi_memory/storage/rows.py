@@ -1,0 +1,71 @@
+"""The values a write carries into the store: a session's row, a new message, another source line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.text import tokenize
+from .codec import compress, encode_text
+
+
+@dataclass
+class SessionRow:
+    id: str
+    agent: str
+    cwd: str
+    project: str
+    started_at: int
+    last_at: int
+    name: str | None = None
+    parent_session: str | None = None
+    source_path: str | None = None
+
+
+@dataclass
+class NewMessage:
+    """A message ready to write: everything but its seq and id is computed."""
+
+    session_id: str
+    ts: int
+    role: str
+    text: str
+    indexed: bool
+    entry_id: str | None
+    parent_id: str | None
+    meta: dict[str, Any]
+    hash: str
+    raw: bytes | None = None  # the verbatim source line, if any
+    entry_type: str = "message"
+    chars: str = ""
+    grams: str = ""
+    packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
+    packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
+    index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
+
+    def prepare(self) -> None:
+        """Tokenize outside the transaction."""
+        if self.indexed and not self.chars and not self.grams:
+            toks = tokenize(self.text)
+            self.chars, self.grams = toks.chars_text(), toks.grams_text()
+            if not self.chars and not self.grams:
+                self.indexed = False
+
+    def pack(self) -> None:
+        """Compress the text and the verbatim line outside the transaction (SQLite's storage)."""
+        if self.packed is None:
+            self.packed = encode_text(self.text)
+        if self.packed_raw is None and self.raw is not None:
+            self.packed_raw = compress(self.raw, self.text)
+
+
+@dataclass
+class NewEntry:
+    """A non-message source line, kept verbatim."""
+
+    session_id: str
+    key: str
+    entry_id: str | None
+    type: str
+    ts: int
+    raw: bytes

@@ -1,0 +1,500 @@
+"""The one database connection: opening, migrations, transactions, write and read primitives.
+
+Design idea: SQLite in WAL mode is the whole concurrency story. Readers never
+block the writer; every write is one short `BEGIN IMMEDIATE` transaction that
+holds only SQL (no file or network I/O inside), so several pi processes, a
+watcher and an import can write at once and each waits at most a few ms
+(`busy_timeout` absorbs it, no `SQLITE_BUSY` reaches the user). Everything a
+write needs (rendering, tokenizing, compressing) is computed before the
+transaction starts.
+
+The file holds everything the user ever pasted, secrets included, so it is
+created with mode 0600 inside a 0700 folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import apsw
+
+from ..core.text import surface_chars
+from ..errors import ArchiveError, CorruptDatabase
+from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
+from .pending import INDEX_PENDING, PendingIndex
+from .rows import NewEntry, NewMessage, SessionRow
+from .runindex import RunSummaryIndex
+from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
+from .shared import NO_FILTER, RunFilter, SharedSql
+
+if TYPE_CHECKING:
+    from .writes import SessionWrite
+
+__all__ = [
+    "LENGTH_CHANNEL",
+    "NO_FILTER",
+    "PACK_TEXT",
+    "NewEntry",
+    "NewMessage",
+    "RunFilter",
+    "SessionRow",
+    "SharedSql",
+    "Store",
+    "compress",
+    "decode_text",
+    "decompress",
+    "default_db_path",
+    "encode_text",
+    "fts5_varints",
+]
+
+BUSY_TIMEOUT_MS = 5000
+
+
+def default_db_path() -> Path:
+    env = os.environ.get("PI_MEMORY_DB")
+    if env:
+        return Path(env).expanduser()
+    return Path.home() / ".pi" / "memory" / "sessions.db"
+
+
+def _create_private_file(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+
+
+class Store(PendingIndex, RunSummaryIndex, SharedSql):
+    """One apsw connection and the SQL the rest of the library needs."""
+
+    def __init__(self, path: Path, conn: apsw.Connection) -> None:
+        self.path = path
+        self.conn = conn
+
+    # --- opening ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path | str | None = None) -> Store:
+        if str(path or os.environ.get("PI_MEMORY_DB", "")).startswith(("postgresql:", "postgres:")):
+            # Path() would turn the URL into a relative file name: a team archive opens through Archive.open
+            raise ArchiveError("a postgresql:// URL is a team archive: open it with Archive.open, not Store.open")
+        db_path = Path(path).expanduser() if path else default_db_path()
+        if db_path.exists() and db_path.is_dir():
+            raise ArchiveError(f"{db_path} is a directory, not an archive file")
+        try:
+            if not db_path.exists():
+                _create_private_file(db_path)
+            conn = apsw.Connection(str(db_path))
+        except (OSError, apsw.CantOpenError) as exc:
+            raise ArchiveError(f"cannot open archive {db_path}: {exc}") from None
+        store = cls(db_path, conn)
+        try:
+            store._configure()
+            store.migrate()
+            store.index_pending()  # what a live writer that ended before its idle moment left unindexed
+        except (apsw.NotADBError, apsw.CorruptError) as exc:
+            conn.close()
+            raise CorruptDatabase(db_path, str(exc)) from None
+        except apsw.BusyError:
+            conn.close()
+            raise ArchiveError(f"archive {db_path} stayed locked by another process; try again") from None
+        return store
+
+    def _configure(self) -> None:
+        self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        self._enter_wal_mode()
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=OFF")
+        self.conn.execute("PRAGMA temp_store=MEMORY")
+
+    def _enter_wal_mode(self) -> None:
+        """Switch a new file to WAL, retrying when another process is doing the same.
+
+        Two processes opening a fresh file at once both read it under a shared lock and then
+        both try to upgrade to switch the journal mode; SQLite refuses one of them with BUSY
+        at once, without calling the busy handler (waiting would deadlock). So the busy
+        timeout alone does not cover this, and we retry until it has passed.
+        """
+        deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+        while True:
+            try:
+                if str(self.scalar("PRAGMA journal_mode")).lower() != "wal":
+                    self.conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except apsw.BusyError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.01)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @property
+    def user_version(self) -> int:
+        return int(self.scalar("PRAGMA user_version") or 0)
+
+    def migrate(self) -> None:
+        """Apply every migration after the database's version, each in its own transaction."""
+        current = self.user_version
+        if current > SCHEMA_VERSION:
+            raise ArchiveError(
+                f"{self.path} has schema version {current}, newer than this pi-memory ({SCHEMA_VERSION}); upgrade pi-memory"
+            )
+        for version, (name, sql) in enumerate(MIGRATIONS, start=1):
+            if version <= current:
+                continue
+            if name in DATA_STEPS:
+                self._run_data_step(version, sql, DATA_STEPS[name])
+                continue
+            with self.write():
+                if self.user_version >= version:  # another process got there first
+                    continue
+                self.conn.execute(sql)
+                if version == SCHEMA_VERSION and self._holds_nothing_indexed():
+                    self.conn.execute(COMPACT_FTS)  # a new archive: the compact indexes (see schema.py)
+                self.conn.execute(f"PRAGMA user_version={version}")
+
+    def _holds_nothing_indexed(self) -> bool:
+        return not self.scalar("SELECT EXISTS (SELECT 1 FROM msg) OR EXISTS (SELECT 1 FROM run)")
+
+    def _run_data_step(self, version: int, sql: str, step: str) -> None:
+        """A migration with a data step: its (idempotent) SQL, the step in short transactions, the bump."""
+        with self.write():
+            if self.user_version >= version:
+                return
+            self.conn.execute(sql)
+        getattr(self, step)()
+        with self.write():
+            self.conn.execute(f"PRAGMA user_version={max(version, self.user_version)}")
+
+    DATA_STEP_BATCH = 500  # messages read per transaction of a data migration
+
+    def index_surface_chars(self) -> None:
+        """m007's data step: `msg_typed` for the messages archived before it (idempotent)."""
+        last = 0
+        while rows := self.rows(
+            "SELECT id, text FROM msg WHERE indexed AND id > ? ORDER BY id LIMIT ?", (last, self.DATA_STEP_BATCH)
+        ):
+            last = int(rows[-1][0])
+            texts = [(int(i), decode_text(raw)) for i, raw in rows]
+            with self.write():
+                for msg_id, text in texts:
+                    self.conn.execute("DELETE FROM msg_typed WHERE rowid = ?", (msg_id,))
+                    self.index_typed(msg_id, text)
+
+    def integrity_errors(self) -> list[str]:
+        rows = [str(r[0]) for r in self.conn.execute("PRAGMA integrity_check")]
+        return [] if rows == ["ok"] else rows
+
+    # --- transactions -------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One short write transaction; the lock is taken at BEGIN, not at first write."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent snapshot for multi-statement reads."""
+        if not self.conn.in_transaction:
+            self.conn.execute("BEGIN")
+            try:
+                yield
+            finally:
+                self.conn.execute("COMMIT")
+        else:
+            yield
+
+    def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        for row in self.conn.execute(sql, params):
+            return row[0]
+        return None
+
+    def rows(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self.conn.execute(sql, params))
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run one statement; returns the rows it changed."""
+        self.conn.execute(sql, params)
+        return int(self.conn.changes())
+
+    def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, seq)
+
+    # --- the few places where the two dialects differ, named (PgStore has the same) ---------
+    # SQL shared by both backends is written once with `?` placeholders; what SQLite and
+    # PostgreSQL spell differently comes from these.
+
+    @staticmethod
+    def sql_in_list(expr: str) -> str:
+        """`expr` is one of the values of the parameter `list_param` made (any number of them)."""
+        return f"{expr} IN (SELECT value FROM json_each(?))"
+
+    @staticmethod
+    def list_param(values: Iterable[Any]) -> Any:
+        return json.dumps(list(values))
+
+    @staticmethod
+    def sql_json_has(column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}') IS NOT NULL"
+
+    def write_sessions(self, units: list[SessionWrite]) -> tuple[int, int]:
+        """The one write path (`storage.writes.write_sessions`); returns (added, duplicates)."""
+        from .writes import write_sessions
+
+        return write_sessions(self, units)
+
+    def unindex_messages(self, msg_ids: list[int]) -> None:
+        """Take messages out of the full-text index (inside a write transaction; `forget`)."""
+        for msg_id in msg_ids:
+            self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
+            self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
+
+    def index_typed(self, msg_id: int, text: str) -> None:
+        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`)."""
+        typed = surface_chars(text)
+        if typed:
+            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, " ".join(typed)))
+
+    def lock_workspace(self, workspace: str) -> None:
+        """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.
+
+        (On PostgreSQL, appends to one workspace's memory chain take an advisory lock.)
+        """
+
+    # --- what `watch` remembers of a followed file (tail.py) ---------------------------------
+
+    def file_state(self, path: str) -> tuple[Any, ...] | None:
+        """(session id, read offset, line number, inode, first-line hash, size, mtime_ns) of a file."""
+        rows = self.rows(
+            "SELECT session_id, read_offset, line_no, inode, head_hash, size, mtime_ns FROM source_file WHERE path = ?",
+            (path,),
+        )
+        return rows[0] if rows else None
+
+    def remember_file(self, path: str, session_id: str | None, state: Sequence[Any], agent: str | None) -> None:
+        """Record where reading a file stopped: state is (size, mtime_ns, offset, line_no, inode, head hash)."""
+        size, mtime_ns, offset, line_no, inode, head = state
+        self.conn.execute(
+            """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at, read_offset, line_no,
+                                       inode, head_hash, agent)
+               VALUES (?,?,?,?,?,?,?,?,?,?)
+               ON CONFLICT(path) DO UPDATE SET session_id = coalesce(excluded.session_id, session_id),
+                 size = excluded.size, mtime_ns = excluded.mtime_ns, imported_at = excluded.imported_at,
+                 read_offset = excluded.read_offset, line_no = excluded.line_no, inode = excluded.inode,
+                 head_hash = excluded.head_hash, agent = coalesce(excluded.agent, agent)""",
+            (path, session_id, size, mtime_ns, int(time.time() * 1000), offset, line_no, inode, head, agent),
+        )
+
+    def forget_file_offsets(self, path: str) -> None:
+        """The file is gone: what was read of it no longer describes anything on disk."""
+        self.conn.execute(
+            "UPDATE source_file SET read_offset = 0, line_no = 0, inode = NULL, head_hash = NULL WHERE path = ?",
+            (path,),
+        )
+
+    # --- writes (call inside `write()`) -----------------------------------------------
+
+    def ensure_session(self, row: SessionRow) -> None:
+        """Create the session or widen its time range; a later non-empty cwd/name wins."""
+        self.conn.execute(
+            """
+            INSERT INTO session(id, agent, cwd, project, started_at, last_at, name, parent_session, source_path)
+            VALUES (?,?,?,?,?,?,?,?,?)
+            ON CONFLICT(id) DO UPDATE SET
+              cwd = CASE WHEN excluded.cwd != '' THEN excluded.cwd ELSE session.cwd END,
+              project = CASE WHEN excluded.project != '' THEN excluded.project ELSE session.project END,
+              started_at = min(session.started_at, excluded.started_at),
+              last_at = max(session.last_at, excluded.last_at),
+              name = coalesce(excluded.name, session.name),
+              parent_session = coalesce(excluded.parent_session, session.parent_session),
+              source_path = coalesce(excluded.source_path, session.source_path)
+            """,
+            (
+                row.id,
+                row.agent,
+                row.cwd,
+                row.project,
+                row.started_at,
+                row.last_at,
+                row.name,
+                row.parent_session,
+                row.source_path,
+            ),
+        )
+
+    def raw_blob(self, raw: bytes, text: str) -> bytes:
+        return compress(raw, text)
+
+    @staticmethod
+    def stored_text(value: str) -> str | bytes:
+        return encode_text(value)
+
+    def insert_message(self, m: NewMessage) -> int | None:
+        """Insert unless present; returns the new msg id, or None for a duplicate.
+
+        Three statements for a new message (row, index, verbatim copy); the seq
+        is taken in the same INSERT, so a duplicate consumes none. Counters and
+        the session's last_at are settled once per batch by `finish_batch`. A
+        message captured live (no entry id) and later imported from the file
+        gets its entry id filled in here.
+        """
+        meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
+        m.pack()
+        m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
+        indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
+        self.conn.execute(
+            """INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
+               VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1),
+                       ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)""",
+            (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash),
+        )
+        if self.conn.changes() == 0:
+            self._reconcile_entry_id(m)
+            return None
+        msg_id = self.conn.last_insert_rowid()
+        if m.index_waits:
+            self.pending_index = True
+        elif m.indexed:
+            self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
+            self.index_typed(msg_id, m.text)
+        if m.raw is not None:
+            self.conn.execute(
+                "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
+                (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw),
+            )
+        return msg_id
+
+    def _reconcile_entry_id(self, m: NewMessage) -> None:
+        if not m.entry_id:
+            return
+        rows = self.rows(
+            "SELECT id FROM msg WHERE session_id=? AND hash=? AND entry_id IS NULL", (m.session_id, m.hash)
+        )
+        if not rows:
+            return
+        msg_id = rows[0][0]
+        self.conn.execute("UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id))
+        if m.raw is not None:
+            self.conn.execute(
+                "UPDATE entry SET raw=?, entry_id=?, type=? WHERE msg_id=?",
+                (m.packed_raw or compress(m.raw, m.text), m.entry_id, m.entry_type, msg_id),
+            )
+
+    def finish_batch(self, session_id: str, added: list[NewMessage], totals: dict[str, int] | None = None) -> None:
+        """Counters the ranking needs, and the session's newest time, once per batch.
+
+        With `totals`, the counter deltas are added there, for the caller to write once per transaction.
+        """
+        indexed = [m for m in added if m.indexed and not m.index_waits]  # waiting ones count when indexed
+        if indexed:
+            deltas = {"indexed_docs": len(indexed), "indexed_chars": sum(len(m.text) for m in indexed)}
+            if totals is None:
+                self.add_to_counters(deltas)
+            else:
+                for name, delta in deltas.items():
+                    totals[name] = totals.get(name, 0) + delta
+        if added:
+            self.conn.execute(
+                "UPDATE session SET last_at = max(last_at, ?) WHERE id=?", (max(m.ts for m in added), session_id)
+            )
+
+    def add_to_counters(self, deltas: dict[str, int]) -> None:
+        """One single-row UPDATE per counter (inside a write transaction).
+
+        A statement that may change several rows and abort midway needs a statement
+        journal, and opening one makes FTS5 flush its pending inserts into a new
+        segment: a two-row UPDATE after every insert would cost one segment each.
+        """
+        for name, delta in deltas.items():
+            self.conn.execute("UPDATE counter SET value = value + ? WHERE name = ?", (delta, name))
+
+    def insert_entry(self, e: NewEntry) -> bool:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,NULL,?)",
+            (e.session_id, e.key, e.entry_id, e.type, e.ts, compress(e.raw)),
+        )
+        return self.conn.changes() > 0
+
+    def update_first_user(self, session_id: str) -> None:
+        first = self.scalar(
+            "SELECT text FROM msg WHERE session_id = ? AND role = 'user' ORDER BY ts, seq LIMIT 1", (session_id,)
+        )
+        value = decode_text(first)[:200] if first is not None else None
+        self.conn.execute("UPDATE session SET first_user = ? WHERE id = ?", (value, session_id))
+
+    def record_source_file(
+        self, path: str, session_id: str | None, size: int, mtime_ns: int, imported_at: int | None = None
+    ) -> None:
+        self.conn.execute(
+            """INSERT INTO source_file(path, session_id, size, mtime_ns, imported_at) VALUES (?,?,?,?,?)
+               ON CONFLICT(path) DO UPDATE SET session_id=excluded.session_id, size=excluded.size,
+                 mtime_ns=excluded.mtime_ns, imported_at=excluded.imported_at""",
+            (path, session_id, size, mtime_ns, imported_at if imported_at is not None else int(time.time() * 1000)),
+        )
+
+    def source_file_state(self, path: str) -> tuple[int, int] | None:
+        rows = self.rows("SELECT size, mtime_ns FROM source_file WHERE path=?", (path,))
+        return (int(rows[0][0]), int(rows[0][1])) if rows else None
+
+    # --- reads ----------------------------------------------------------------------
+
+    def counters(self) -> dict[str, int]:
+        return {str(k): int(v) for k, v in self.conn.execute("SELECT name, value FROM counter")}
+
+    def db_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    # --- live capture (capture.py) ----------------------------------------------------
+
+    checkpoints_deferred = False
+    # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once
+    deferred_hooks: dict[str, list[int]] | None = None
+
+    def defer_hooks(self) -> None:
+        """Live capture: a message's write returns before it is indexed and its run re-summarized.
+
+        The owner (the bridge) calls `storage.writes.run_deferred_hooks` when idle and before any
+        request that reads what the hooks build (the index, runs), so a live write costs the
+        message's row and verbatim copy only.
+        """
+        self.deferred_hooks = {}
+        self.index_deferred = True
+
+    def defer_checkpoints(self) -> None:
+        """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
+        self.checkpoints_deferred = True
+
+    @contextmanager
+    def checkpointing(self) -> Iterator[None]:
+        """SQLite's own checkpoints for a bulk write, so the WAL stays small even on a deferring connection."""
+        if not self.checkpoints_deferred:
+            yield
+            return
+        self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+        try:
+            yield
+        finally:
+            self.conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database without waiting for readers or writers."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
