@@ -17,6 +17,9 @@ messages in `bench/scale.py`). So every step below is bounded by a constant:
      documents holding all of up to 3 of them, within the newest
      `RECENT_WINDOW` rowids (the spec's early-terminating `ORDER BY rowid
      DESC`), with the spec's OR retry when nothing else was found.
+   A character typed in a script that folds to another (`構`, whose `构` may
+   be in every message) is also looked up as typed, in `msg_typed`, and
+   joins the rare track from there.
 3. The ~45 candidates are scored exactly by `scoring.score_documents` (BM25
    over all query tokens, lengths in tokens from FTS5's docsize, a small
    bonus for query tokens adjacent in the text, the typed spelling before
