@@ -196,9 +196,7 @@ def surface_chars(text: str) -> list[str]:
     messages that hold it as typed, even when its simplified form is in every
     other message (`構` among `构`).
     """
-    if text.isascii() or not _foldable().search(text):
-        return []
-    return sorted(set(_foldable().findall(text)))
+    return [] if text.isascii() else sorted(set(_foldable().findall(text)))
 
 
 def tokenize(text: str) -> Tokens:
@@ -273,7 +271,7 @@ def surface_tokens(query: str) -> list[QueryToken]:
 
 
 def fts_or(tokens: list[QueryToken]) -> str:
-    """An FTS5 OR over tokens; every token is a quoted string with a column filter."""
+    """An FTS5 OR over tokens, each a quoted string (`QueryToken.fts`)."""
     return " OR ".join(t.fts() for t in tokens)
 
 

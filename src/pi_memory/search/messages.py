@@ -156,9 +156,7 @@ def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) ->
 
 def fts_index(token: QueryToken) -> tuple[str, str]:
     """The FTS5 table that holds a token and the expression that finds it there."""
-    if token.kind == "surface":
-        return "msg_typed", f'"{token.text}"'  # one CJK character: nothing to escape
-    return "msg_fts", token.fts()
+    return ("msg_typed" if token.kind == "surface" else "msg_fts"), token.fts()
 
 
 def without_surface(tokens: list[QueryToken]) -> list[QueryToken]:
@@ -201,11 +199,11 @@ class Searcher:
     # --- document frequencies --------------------------------------------------------
 
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
-        key = f"{token.kind if token.kind == 'surface' else token.column}:{token.text}"
+        table, expr = fts_index(token)
+        key = f"{table}:{expr}"
         cached = self.df_cache.get(key)
         if cached is not None:
             return cached
-        table, expr = fts_index(token)
         count = int(
             self.store.scalar(
                 f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",

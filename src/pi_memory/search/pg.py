@@ -121,7 +121,7 @@ class PgSearcher(Searcher):
         """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
-        present = sorted(plan.rare + plan.common, key=lambda t: (plan.df[t.text], t.text))  # rarest first
+        present = plan.rare + plan.common  # ordered by df, rarest first
         rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
         return QueryPlan(plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface)
 
@@ -133,7 +133,7 @@ class PgSearcher(Searcher):
         return self._shares
 
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
-        key = f"{token.column}:{token.text}"
+        key = lexeme(token)  # `t:構` (as typed) apart from `构`
         cached = self.df_cache.get(key)
         if cached is not None:
             return cached
