@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.text import tokenize
-from .codec import compress, encode_text
+from . import codec
+from .codec import compress, encode_text, packed_with
 
 
 @dataclass
@@ -51,10 +52,12 @@ class NewMessage:
             if not self.chars and not self.grams:
                 self.indexed = False
 
-    def pack(self) -> None:
-        """Compress the text and the verbatim line outside the transaction (SQLite's storage)."""
-        if self.packed is None:
-            self.packed = encode_text(self.text)
+    def pack(self, dict_id: int = 0) -> None:
+        """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
+        the transaction (SQLite's storage). Text a parse worker packed without that dictionary is
+        packed again (~10 us): the worker does not know the archive's dictionary."""
+        if self.packed is None or (dict_id and codec.PACK_TEXT and not packed_with(self.packed, dict_id)):
+            self.packed = encode_text(self.text, dict_id)
         if self.packed_raw is None and self.raw is not None:
             self.packed_raw = compress(self.raw, self.text)
 

@@ -8,8 +8,9 @@ Tables
 - `session`   one row per agent session (mutable: last_at, name, flags).
 - `msg`       one row per archived message: rendered text, role, order, entry id.
               `id` is also the FTS rowid; insertion order is time order. `text` holds a BLOB
-              (format byte + deflate, `store.encode_text`) since the compressed store; rows
-              written before hold TEXT; `store.decode_text` reads both (no migration needed).
+              (format byte + zstd with the archive's dictionary, `codec.encode_text`, since m009;
+              format 1, deflate, before) or TEXT (older rows); `codec.decode_text` reads all
+              (no migration rewrites them).
               `indexed` is 0, 1, or 2 (`store.INDEX_PENDING`, m008): a live message whose index
               entry waits for its writer's idle moment (found through `msg_index_pending`).
 - `msg_fts`   contentless two-channel FTS5 index (`chars`, `grams`) over the
@@ -39,6 +40,8 @@ Tables
 - `run_fts`   contentless two-channel FTS5 index over run summaries (the summary track).
 - `forgotten` tombstones: (session, message hash) pairs the user forgot, `*` for a whole
               session, so a re-import does not bring them back.
+- `codec_dict` the zstd dictionaries packed text is compressed with (`codec.py` format 2), by id:
+              trained once from the archive's first messages (`Store.text_codec`).
 - `review_link` which memory of a workspace addresses which review finding (`pi-memory review
               link`): the finding's key (`sig_` + 8 hex of its signature) and the signature typed.
 """
@@ -286,6 +289,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         # the rows still waiting, found without a scan by whichever process opens the archive next
         """
         CREATE INDEX IF NOT EXISTS msg_index_pending ON msg(id) WHERE indexed = 2;
+        """,
+    ),
+    (
+        "m009_codec_dict",
+        # the zstd dictionaries `msg.text` and run fields are packed with (format 2, `codec.py`):
+        # trained from the archive's first messages, never changed or deleted while a row names it
+        """
+        CREATE TABLE IF NOT EXISTS codec_dict (
+          id         INTEGER PRIMARY KEY,  -- `codec.dictionary_id(data)`, the id rows carry
+          created_at INTEGER NOT NULL,
+          data       BLOB    NOT NULL
+        );
         """,
     ),
 ]

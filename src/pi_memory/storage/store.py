@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ import apsw
 
 from ..core.text import surface_chars
 from ..errors import ArchiveError, CorruptDatabase
+from . import codec
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
 from .pending import INDEX_PENDING, PendingIndex
 from .rows import NewEntry, NewMessage, SessionRow
@@ -76,6 +78,8 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
     def __init__(self, path: Path, conn: apsw.Connection) -> None:
         self.path = path
         self.conn = conn
+        self.text_dict_id = 0  # the dictionary new text is packed with (`text_codec`); 0: none yet
+        self._codec_check_at = 0  # the max msg id from which `text_codec` looks for a dictionary again
 
     # --- opening ------------------------------------------------------------------
 
@@ -97,6 +101,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         try:
             store._configure()
             store.migrate()
+            store.load_dictionaries()
             store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             conn.close()
@@ -133,7 +138,68 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 time.sleep(0.01)
 
     def close(self) -> None:
+        self._forget_reloader()
         self.conn.close()
+
+    # --- the packed text's dictionaries (codec.py, format 2) -----------------------------
+
+    TRAIN_AFTER = 1_000  # messages archived before the archive's dictionary is trained from them
+
+    def load_dictionaries(self, missing: int = 0) -> None:
+        """Register every dictionary of `codec_dict` with the codec; the newest packs new text.
+
+        Also leaves a reloader with the codec: a row packed with a dictionary another process
+        trained after this one opened the archive is read after one more look at the table.
+        """
+        rows = self.rows("SELECT id, data FROM codec_dict ORDER BY created_at, rowid")
+        for _, data in rows:
+            codec.register_dictionary(bytes(data))
+        if rows:
+            self.text_dict_id = int(rows[-1][0])
+        if not missing:
+            ref = weakref.ref(self)
+
+            def reload(dict_id: int) -> None:
+                store = ref()
+                if store is not None:
+                    store.load_dictionaries(dict_id)
+
+            self._reloader = reload
+            codec._RELOADERS.append(reload)
+
+    def _forget_reloader(self) -> None:
+        reload = getattr(self, "_reloader", None)
+        if reload in codec._RELOADERS:
+            codec._RELOADERS.remove(reload)
+
+    def text_codec(self) -> int:
+        """The dictionary id new text is packed with: trained once from the first `TRAIN_AFTER`
+        messages (outside any transaction: ~30-150 ms, once per archive), or found in `codec_dict`
+        when another process trained it. Cheap when there is one, or too few messages to learn from."""
+        if self.text_dict_id or not codec.PACK_TEXT or self.conn.in_transaction:
+            return self.text_dict_id
+        top = self.max_msg_id()
+        if top < max(self._codec_check_at, self.TRAIN_AFTER):
+            return 0
+        self.load_dictionaries(missing=1)
+        if not self.text_dict_id:
+            self._train_dictionary()
+        self._codec_check_at = top * 2  # too little to learn from yet: try again at twice the size
+        return self.text_dict_id
+
+    def _train_dictionary(self) -> None:
+        rows = self.rows("SELECT text FROM msg ORDER BY id DESC LIMIT ?", (2 * self.TRAIN_AFTER,))
+        data = codec.train_dictionary([decode_text(t).encode("utf-8", "surrogatepass") for (t,) in rows])
+        if data is None:
+            return
+        dict_id = codec.register_dictionary(data)
+        with self.write():
+            if not self.scalar("SELECT EXISTS (SELECT 1 FROM codec_dict)"):  # another writer was first
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO codec_dict(id, created_at, data) VALUES (?,?,?)",
+                    (dict_id, int(time.time() * 1000), data),
+                )
+        self.load_dictionaries(missing=dict_id)
 
     @property
     def user_version(self) -> int:
@@ -254,6 +320,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         """The one write path (`storage.writes.write_sessions`); returns (added, duplicates)."""
         from .writes import write_sessions
 
+        self.text_codec()  # before the transactions: training the dictionary takes a moment, once
         return write_sessions(self, units)
 
     def unindex_messages(self, msg_ids: list[int]) -> None:
@@ -338,9 +405,8 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
     def raw_blob(self, raw: bytes, text: str) -> bytes:
         return compress(raw, text)
 
-    @staticmethod
-    def stored_text(value: str) -> str | bytes:
-        return encode_text(value)
+    def stored_text(self, value: str) -> str | bytes:
+        return encode_text(value, self.text_dict_id)
 
     def insert_message(self, m: NewMessage) -> int | None:
         """Insert unless present; returns the new msg id, or None for a duplicate.
@@ -352,7 +418,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         gets its entry id filled in here.
         """
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
-        m.pack()
+        m.pack(self.text_dict_id)
         m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
         indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
         self.conn.execute(
