@@ -71,6 +71,10 @@ DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
 MAX_LIMIT = 100
 AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
+# candidates' texts kept decoded and lower-cased by a searcher (~5 MB at most): a long-lived one (bridge,
+# MCP, web) meets the same newest documents again for every query holding a common word, and decoding
+# a packed text (`decode_text`, ~10-20 us) and lower-casing it (~10 us) would be paid each time
+TEXT_CACHE = 500
 
 
 @dataclass
@@ -195,6 +199,9 @@ class Searcher:
         self.store = store
         self.df_cache = DfCache()
         self._avg: tuple[int, float] | None = None
+        # (msg id, content hash) -> (text, lower-cased text): the hash, since a forgotten message's id
+        # can be taken again by a new one
+        self._texts: OrderedDict[tuple[int, str], tuple[str, str]] = OrderedDict()
 
     # --- document frequencies --------------------------------------------------------
 
@@ -313,7 +320,7 @@ class Searcher:
         words (`缓` and `存` apart, for `缓存`) are noise and are dropped."""
         lengths = self._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
         avg = self._avg_len()
-        texts = [normalize_lower(row["text"]) for row in rows]
+        texts = [row["lower"] for row in rows]
         results = scoring.score_documents(texts, [lengths[int(r["id"])] for r in rows], avg, prepared)
         scored = [(result, row) for result, row in zip(results, rows, strict=True) if result.score > 0]
         if any(r.meaningful for r, _ in scored):
@@ -356,12 +363,28 @@ class Searcher:
         if not ids:
             return []
         where, fparams = self.where(filters)
-        sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name
+        sql = f"""SELECT m.id, m.session_id, m.seq, m.ts, m.role, m.text, s.project, s.cwd, s.name, m.hash
                   FROM msg m JOIN session s ON s.id = m.session_id
                   WHERE {self.store.sql_in_list("m.id")} AND {where}"""
         keys = ("id", "session_id", "seq", "ts", "role", "text", "project", "cwd", "name")
-        rows = self.store.rows(sql, [self.store.list_param(ids), *fparams])
-        return [dict(zip(keys, (*r[:5], decode_text(r[5]), *r[6:]), strict=True)) for r in rows]
+        out = []
+        for r in self.store.rows(sql, [self.store.list_param(ids), *fparams]):
+            text, lower = self._text(int(r[0]), str(r[9]), r[5])
+            out.append({**dict(zip(keys, (*r[:5], text, *r[6:9]), strict=True)), "lower": lower})
+        return out
+
+    def _text(self, msg_id: int, content_hash: str, stored: str | bytes | None) -> tuple[str, str]:
+        """A candidate's text and its `normalize_lower` form, from the cache or decoded now."""
+        key = (msg_id, content_hash)
+        cached = self._texts.get(key)
+        if cached is not None:
+            self._texts.move_to_end(key)
+            return cached
+        text = decode_text(stored)
+        cached = self._texts[key] = (text, normalize_lower(text))
+        if len(self._texts) > TEXT_CACHE:
+            self._texts.popitem(last=False)
+        return cached
 
 
 @dataclass

@@ -130,7 +130,8 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
     if len(samples) < 16 or size < 4096:
         return None
     try:
-        return bytes(zstandard.train_dictionary(size, samples, k=200, d=8).as_bytes())
+        chosen: list[bytes | bytearray | memoryview[int]] = list(samples)
+        return bytes(zstandard.train_dictionary(size, chosen, k=200, d=8).as_bytes())
     except zstandard.ZstdError:
         return None
 
@@ -170,7 +171,8 @@ def encode_text(text: str, dict_id: int = 0) -> str | bytes:
     if not PACK_TEXT:
         return text
     data = text.encode("utf-8", "surrogatepass")
-    return _TEXT_ZSTD + _HEADER.pack(dict_id) + _zstd("c", dict_id).compress(data)
+    packed: bytes = _zstd("c", dict_id).compress(data)
+    return _TEXT_ZSTD + _HEADER.pack(dict_id) + packed
 
 
 def packed_with(value: str | bytes | None, dict_id: int) -> bool:

@@ -33,8 +33,7 @@ class SharedSql:
         """Text as its column stores it (PostgreSQL cannot hold NUL; SQLite keeps it as it is)."""
         return value
 
-    @staticmethod
-    def stored_text(value: str) -> str | bytes:
+    def stored_text(self, value: str) -> str | bytes:
         """Long derived text (a run's fields JSON) as this backend keeps it: PostgreSQL plain, SQLite packed.
 
         Read back with `decode_text`, which takes either.
