@@ -204,6 +204,25 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                     (dict_id, int(time.time() * 1000), data),
                 )
         self.load_dictionaries(missing=dict_id)
+        if self.text_dict_id == dict_id:
+            self._repack_first_messages(dict_id)
+
+    def _repack_first_messages(self, dict_id: int) -> None:
+        """The messages packed before the archive had its dictionary, packed again with it, in short
+        transactions. Only in a young archive (its first few thousand messages): an archive upgraded
+        from an older schema keeps its older rows as they are (every form is read)."""
+        top = self.max_msg_id()
+        if top > 10 * self.TRAIN_AFTER:
+            return
+        last, undictionaried = 0, codec.encode_text("", 0)[:5]
+        while rows := self.rows(
+            "SELECT id, text FROM msg WHERE id > ? AND id <= ? AND substr(text, 1, 5) = ? ORDER BY id LIMIT ?",
+            (last, top, undictionaried, self.DATA_STEP_BATCH),
+        ):
+            last = int(rows[-1][0])
+            packed = [(encode_text(decode_text(text), dict_id), int(msg_id), text) for msg_id, text in rows]
+            with self.write():
+                self.conn.executemany("UPDATE msg SET text = ? WHERE id = ? AND text = ?", packed)
 
     @property
     def user_version(self) -> int:
