@@ -189,3 +189,17 @@ def test_the_legacy_archive_gets_the_dictionary_table_and_reads_as_before(tmp_pa
         assert a.store.scalar("SELECT count(*) FROM codec_dict") == 0
         raw = a.store.rows("SELECT e.raw, m.text FROM entry e JOIN msg m ON m.id = e.msg_id LIMIT 5")
         assert all(decompress(blob, text) for blob, text in raw)
+
+
+def test_a_live_message_is_written_plain_and_packed_with_its_index_entry_at_the_idle_moment(tmp_path: Path) -> None:
+    from pi_memory.storage.writes import run_deferred_hooks
+
+    with Archive.open(tmp_path / "a.db") as archive:
+        archive.store.defer_hooks()
+        archive.ensure_session("live", "/home/dev/shop")
+        archive.capture_message("live", {"role": "user", "content": "响应式 nextTick 为什么不更新", "timestamp": 1})
+        assert [type(t) for (t,) in archive.store.rows("SELECT text FROM msg")] == [str]  # nothing packed on the write
+        assert run_deferred_hooks(archive.store)
+        stored = archive.store.rows("SELECT text FROM msg")
+        assert [type(t) for (t,) in stored] == [bytes] and decode_text(stored[0][0]) == "响应式 nextTick 为什么不更新"
+        assert [h.text for h in archive.search("nextTick")] == ["响应式 nextTick 为什么不更新"]

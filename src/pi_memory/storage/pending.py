@@ -2,7 +2,8 @@
 
 `msg.indexed` of a live message whose index entry waits for its writer's next idle moment
 (`Store.defer_hooks`): tokenizing and indexing a 6,000-char message costs ~4 ms of CPU, which
-must not land on the write. A partial index (`msg_index_pending`, schema m008) finds such rows, so
+must not land on the write. Its text waits too (written plain, ~20-40 us of zstd saved on the
+write): it is packed in the same statement that claims the row for its index entry. A partial index (`msg_index_pending`, schema m008) finds such rows, so
 whichever process opens the archive next indexes what a writer that ended first left behind.
 A mixin of `Store` (its connection, `write()`, `rows()`, `index_typed`, `add_to_counters`).
 """
@@ -14,7 +15,8 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..core.text import Tokens, tokenize
-from .codec import decode_text
+from . import codec
+from .codec import decode_text, encode_text
 
 if TYPE_CHECKING:
     import apsw
@@ -24,8 +26,8 @@ PENDING_PER_WRITE = 200  # pending messages read at a time
 PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's (`writes.INDEX_BUDGET`)
 
 
-# a message waiting for its index entry: (msg id, nchars, text, tokens)
-Pending = tuple[int, int, str, Tokens]
+# a message waiting for its index entry: (msg id, nchars, text, tokens, its text packed if stored plain)
+Pending = tuple[int, int, str, Tokens, "str | bytes | None"]
 
 
 def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
@@ -42,12 +44,20 @@ def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
     return groups
 
 
+def _pending(msg_id: int, nchars: int, stored: str | bytes, dict_id: int) -> Pending:
+    """A pending row's tokens, and its text packed when a live write left it plain (outside the transaction)."""
+    text = decode_text(stored)
+    packed = encode_text(text, dict_id) if isinstance(stored, str) and codec.PACK_TEXT else None
+    return (msg_id, nchars, text, tokenize(text), packed)
+
+
 class PendingIndex:
     """`index_pending`: the index entries live writes left for later."""
 
     conn: apsw.Connection
     index_deferred = False  # new messages are written `INDEX_PENDING` and indexed by `index_pending`
     pending_index = True  # there may be rows waiting for `index_pending` (a writer that ended first left some)
+    text_dict_id = 0  # the dictionary new text is packed with (`Store.text_codec`)
 
     if TYPE_CHECKING:
 
@@ -69,8 +79,7 @@ class PendingIndex:
         while self.pending_index:
             rows = self.rows("SELECT id, text, nchars FROM msg WHERE indexed = 2 LIMIT ?", (PENDING_PER_WRITE,))
             self.pending_index = len(rows) == PENDING_PER_WRITE
-            texts = [(int(msg_id), int(nchars), decode_text(text)) for msg_id, text, nchars in rows]
-            cuts = [(msg_id, nchars, text, tokenize(text)) for msg_id, nchars, text in texts]
+            cuts = [_pending(int(msg_id), int(nchars), text, self.text_dict_id) for msg_id, text, nchars in rows]
             for group in _by_index_cost(cuts):
                 done += self._index_claimed(group)
         return done
@@ -79,13 +88,16 @@ class PendingIndex:
         """One transaction: claim the rows still pending, then index them (one FTS5 segment for the lot)."""
         with self.write():
             claimed = []
-            for msg_id, nchars, text, toks in cuts:
+            for msg_id, nchars, text, toks, packed in cuts:
                 has_tokens = bool(toks.chars or toks.grams)
-                self.conn.execute("UPDATE msg SET indexed = ? WHERE id = ? AND indexed = 2", (int(has_tokens), msg_id))
+                self.conn.execute(
+                    "UPDATE msg SET indexed = ?, text = coalesce(?, text) WHERE id = ? AND indexed = 2",
+                    (int(has_tokens), packed, msg_id),
+                )
                 if self.conn.changes() and has_tokens:
-                    claimed.append((msg_id, nchars, text, toks))
+                    claimed.append((msg_id, nchars, text, toks, packed))
             # every UPDATE before the first insert: an UPDATE after one would flush a segment per message
-            for msg_id, _n, text, toks in claimed:
+            for msg_id, _n, text, toks, _packed in claimed:
                 self.conn.execute(
                     "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
                     (msg_id, toks.chars_text(), toks.grams_text()),

@@ -52,11 +52,14 @@ class NewMessage:
             if not self.chars and not self.grams:
                 self.indexed = False
 
-    def pack(self, dict_id: int = 0) -> None:
+    def pack(self, dict_id: int = 0, later: bool = False) -> None:
         """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
         the transaction (SQLite's storage). Text a parse worker packed without that dictionary is
-        packed again (~10 us): the worker does not know the archive's dictionary."""
-        if self.packed is None or (dict_id and codec.PACK_TEXT and not packed_with(self.packed, dict_id)):
+        packed again (~10 us): the worker does not know the archive's dictionary. `later`: the text
+        stays plain, to be packed with the message's deferred index entry (`Store.index_pending`)."""
+        if later and self.packed is None:
+            self.packed = self.text
+        elif self.packed is None or (dict_id and codec.PACK_TEXT and not packed_with(self.packed, dict_id)):
             self.packed = encode_text(self.text, dict_id)
         if self.packed_raw is None and self.raw is not None:
             self.packed_raw = compress(self.raw, self.text)

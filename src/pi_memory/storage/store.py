@@ -442,8 +442,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         gets its entry id filled in here.
         """
         meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
-        m.pack(self.text_dict_id)
         m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
+        # a live message's text is packed with its index entry, at the idle moment (`index_pending`)
+        m.pack(self.text_dict_id, later=m.index_waits)
         indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
         self.conn.execute(
             """INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
