@@ -23,9 +23,13 @@ def samples(n: int) -> list[bytes]:
     return [" ".join(words[(i * 7 + k) % len(words)] for k in range(40 + i % 60)).encode() for i in range(n)]
 
 
+def test_text_is_left_plain_for_the_writer_when_no_dictionary_is_named() -> None:
+    assert codec.encode_text("响应式", None) == "响应式"
+
+
 def test_text_packed_without_a_dictionary_reads_back_exactly() -> None:
     for text in TEXTS:
-        packed = codec.encode_text(text)
+        packed = codec.encode_text(text, 0)
         assert isinstance(packed, bytes) and packed[:5] == b"\x02\x00\x00\x00\x00"
         assert decode_text(packed) == text
 
@@ -39,7 +43,7 @@ def test_text_packed_with_a_trained_dictionary_reads_back_exactly_and_smaller() 
     packed = codec.encode_text(text, dict_id)
     assert codec.packed_with(packed, dict_id) and not codec.packed_with(packed, 0)
     assert decode_text(packed) == text
-    assert len(packed) < len(codec.encode_text(text))
+    assert len(packed) < len(codec.encode_text(text, 0))
     for t in TEXTS:
         assert decode_text(codec.encode_text(t, dict_id)) == t
 

@@ -239,7 +239,8 @@ def test_message_text_is_stored_compressed_and_its_verbatim_line_against_it():
     text = "缓存索引重建之后 SSE 断流: proxy_buffering off\n→ bash(grep -r nginx)"
     line = json.dumps({"type": "message", "message": {"content": [{"type": "text", "text": text}]}}, ensure_ascii=False)
     raw = line.encode()
-    stored = encode_text(text)
+    stored = encode_text(text, 0)
+    assert isinstance(stored, bytes)
     assert decode_text(stored) == text and decode_text(text) == text  # rows from before stay plain TEXT
     against_text = compress(raw, text)
     assert decompress(against_text, stored) == raw == decompress(against_text, text)

@@ -2,7 +2,10 @@
 
 Pure functions over bytes (no connection), shared by both stores and their
 readers. The preset dictionaries are part of the file format: never edit one;
-a new one gets a new format byte.
+a new one gets a new format byte. The zstd dictionaries of packed text (format 2)
+are the archive's own, trained from its first messages and kept in its
+`codec_dict` table: the store registers them here (`register_dictionary`), and a
+row names its dictionary by id.
 """
 
 from __future__ import annotations
@@ -174,10 +177,12 @@ def _zstd(kind: str, dict_id: int) -> Any:
     return coder
 
 
-def encode_text(text: str, dict_id: int = 0) -> str | bytes:
+def encode_text(text: str, dict_id: int | None = None) -> str | bytes:
     """A message's rendered text as `msg.text` stores it (SQLite; PostgreSQL keeps plain text):
-    format 2 with the archive's dictionary (`dict_id`, registered) or none (0)."""
-    if not PACK_TEXT:
+    format 2 with the archive's dictionary (`dict_id`, registered) or none (0). Without a `dict_id`
+    (a parse worker, which does not know the archive's dictionary) the text stays as it is, for the
+    writer to pack (`NewMessage.pack`)."""
+    if dict_id is None or not PACK_TEXT:
         return text
     data = text.encode("utf-8", "surrogatepass")
     packed: bytes = _zstd("c", dict_id).compress(data)

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.text import tokenize
-from . import codec
 from .codec import compress, encode_text, packed_with
 
 
@@ -40,7 +39,7 @@ class NewMessage:
     entry_type: str = "message"
     chars: str = ""
     grams: str = ""
-    packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
+    packed: str | bytes | None = None  # `encode_text(text, dict_id)`, made before the transaction
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
     index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
 
@@ -55,11 +54,12 @@ class NewMessage:
     def pack(self, dict_id: int = 0, later: bool = False) -> None:
         """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
         the transaction (SQLite's storage). Text a parse worker packed without that dictionary is
-        packed again (~10 us): the worker does not know the archive's dictionary. `later`: the text
-        stays plain, to be packed with the message's deferred index entry (`Store.index_pending`)."""
+        packed again (~10 us). A parse worker leaves the text plain (it does not know the archive's
+        dictionary): the writer packs it here. `later`: the text stays plain, to be packed with the
+        message's deferred index entry (`Store.index_pending`)."""
         if later and self.packed is None:
             self.packed = self.text
-        elif self.packed is None or (dict_id and codec.PACK_TEXT and not packed_with(self.packed, dict_id)):
+        elif self.packed is None or isinstance(self.packed, str) or (dict_id and not packed_with(self.packed, dict_id)):
             self.packed = encode_text(self.text, dict_id)
         if self.packed_raw is None and self.raw is not None:
             self.packed_raw = compress(self.raw, self.text)
