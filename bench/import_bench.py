@@ -326,7 +326,8 @@ import apsw
 from pi_memory.ingest.importer import discover, parse_and_tokenize
 cuts = []
 for f in discover([Path(sys.argv[1])]):
-    parsed, tokens = parse_and_tokenize(str(f), None)
+    prepared = parse_and_tokenize(str(f), None)
+    tokens = prepared[1] if isinstance(prepared, tuple) else prepared.cuts  # a revision from before: a tuple
     cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
 conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
 conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")

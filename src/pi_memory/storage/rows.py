@@ -41,6 +41,8 @@ class NewMessage:
     grams: str = ""
     packed: str | bytes | None = None  # `encode_text(text)`, made before the transaction (or by a parse worker)
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
+    typed: str | None = None  # `msg_typed`'s column (`text.surface_chars` joined), when made before
+    meta_json: str | None = None  # `msg.meta` as stored, when made before
     index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
 
     def prepare(self) -> None:

@@ -68,6 +68,9 @@ class SharedSql:
             for h, missing in self.rows("SELECT hash, entry_id IS NULL FROM msg WHERE session_id=?", (session_id,))
         }
 
+    def has_messages(self, session_id: str) -> bool:
+        return bool(self.rows("SELECT 1 FROM msg WHERE session_id=? LIMIT 1", (session_id,)))
+
     def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
         """A fork or clone copies entries under the same ids: the same entry id and content exists."""
         if not entry_id:

@@ -262,11 +262,13 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
             self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
 
-    def index_typed(self, msg_id: int, text: str) -> None:
-        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`)."""
-        typed = surface_chars(text)
+    def index_typed(self, msg_id: int, text: str, typed: str | None = None) -> None:
+        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`);
+        `typed`: those characters joined by spaces, when a parse worker found them already."""
+        if typed is None:
+            typed = " ".join(surface_chars(text))
         if typed:
-            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, " ".join(typed)))
+            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, typed))
 
     def lock_workspace(self, workspace: str) -> None:
         """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.
@@ -351,7 +353,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         message captured live (no entry id) and later imported from the file
         gets its entry id filled in here.
         """
-        meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
+        meta = m.meta_json
+        if meta is None and m.meta:
+            meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str)
         m.pack()
         m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
         indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
@@ -369,7 +373,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self.pending_index = True
         elif m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
-            self.index_typed(msg_id, m.text)
+            self.index_typed(msg_id, m.text, m.typed)
         if m.raw is not None:
             self.conn.execute(
                 "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
