@@ -1,11 +1,13 @@
-"""Import and size benchmark (issue 13): both archive shapes, through the real `pi-memory import`.
+"""Import and size benchmark (issue 13): three archive shapes, through the real `pi-memory import`.
 
 Design idea: a new user's first import is what is measured, so the input is real pi session files
-and the import is the CLI itself in a child process (its peak RSS is the child's own). Two shapes:
+and the import is the CLI itself in a child process (its peak RSS is the child's own). Two realistic shapes:
 many short sessions (1-3 messages, most history looks like that) and 40-message sessions. Message
 lengths follow real traffic: user prompts ~250 chars, assistant replies log-normal with a mean of
 ~1,000 chars and a tail to ~6,000, tool calls with results (some failed), now and then a long
 compaction summary; the words are cut from the corpora (Chinese and English) given as arguments.
+A third shape, `mix625`, is the issue's own: 40-message sessions of ~625-char
+messages cut from the corpus, as `scale.py` imports them (its size target is stated on that mix).
 Each imported archive is then measured: bytes per message by table (`dbstat`), and live single-message
 writes through a real `pi-memory bridge` (p50/p99) with the same length mix. `--baseline REV` runs
 the same files through another revision's code (exported with `git archive`) in the same run, so
@@ -33,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import latency_summary, result_header, save_json, table  # noqa: E402
-from corpus import BASE_TS_MS, corpus_docs  # noqa: E402
+from corpus import BASE_TS_MS, MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_session  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ("bash", "read", "edit", "grep")
@@ -48,6 +50,7 @@ class Words:
             by_source.setdefault(d.source, []).append(d.text)
         self.blobs = ["\n".join(v) for _, v in sorted(by_source.items())]
         self.rng = rng
+        self.corpus = corpus
 
     def cut(self, n: int) -> str:
         blob = self.rng.choice(self.blobs)
@@ -163,8 +166,23 @@ def session_file(folder: Path, words: Words, no: int, n_msgs: int) -> tuple[Path
     return path, count
 
 
+def build_mix625(folder: Path, corpus: Path, messages: int) -> dict[str, int]:
+    """The issue's own mix: 40-message sessions of ~625-char user/assistant messages cut from the
+    corpus (`corpus.synthetic_texts`, what `scale.py` imports), no tool calls."""
+    rng = random.Random(17)
+    texts = synthetic_texts(corpus_docs(corpus), rng, messages)
+    for no, start in enumerate(range(0, len(texts), MESSAGES_PER_SESSION)):
+        batch = texts[start : start + MESSAGES_PER_SESSION]
+        write_session(folder, [t for _, t in batch], batch[0][0], no, rng)
+    source_bytes = sum(p.stat().st_size for p in folder.rglob("*.jsonl"))
+    files = (len(texts) + MESSAGES_PER_SESSION - 1) // MESSAGES_PER_SESSION
+    return {"files": files, "messages": len(texts), "source_bytes": source_bytes}
+
+
 def build_shape(folder: Path, words: Words, shape: str, messages: int) -> dict[str, int]:
     """Session files of one shape holding about `messages` messages."""
+    if shape == "mix625":
+        return build_mix625(folder, words.corpus, messages)
     total = files = 0
     while total < messages:
         n = words.rng.choice((1, 2, 2, 3)) if shape == "short" else 40
@@ -466,6 +484,9 @@ def main() -> None:
     )
     ap.add_argument("--short", type=int, default=10_000, help="messages in the many-short-sessions shape")
     ap.add_argument("--long", type=int, default=20_000, help="messages in the 40-message-sessions shape")
+    ap.add_argument(
+        "--mix625", type=int, default=20_000, help="messages in the 625-char mix (scale.py's; 40 per session; 0: skip)"
+    )
     ap.add_argument("--live", type=int, default=1000, help="live single-message writes per archive (0: none)")
     ap.add_argument("--repeat", type=int, default=1, help="imports per code and shape, alternating; the fastest counts")
     ap.add_argument("--baseline", default=None, help="git revision to measure the same way (e.g. main)")
@@ -478,7 +499,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     words = Words(args.corpus, random.Random(13))
     shapes = {}
-    for shape, n in (("short", args.short), ("long", args.long)):
+    for shape, n in (("short", args.short), ("long", args.long), ("mix625", args.mix625)):
+        if n <= 0:
+            continue
         folder = work / f"sessions-{shape}"
         shutil.rmtree(folder, ignore_errors=True)
         shapes[shape] = (folder, build_shape(folder, words, shape, n))

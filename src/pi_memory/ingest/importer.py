@@ -131,6 +131,7 @@ class Importer:
         self._pending_messages = 0
         self.messages_read = 0  # messages in the files read so far (for a progress display)
         self._any_tombstone: bool | None = None
+        self._real_folders: dict[Path, str] = {}
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -144,11 +145,21 @@ class Importer:
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return None
-        key = str(path.resolve())
+        key = self._file_key(path)
         if not force and self.store.source_file_state(key) == (stat.st_size, stat.st_mtime_ns):
             report.unchanged = 1
             return None
         return key, stat.st_size, stat.st_mtime_ns
+
+    def _file_key(self, path: Path) -> str:
+        """The path a file is remembered by, fully resolved. A plain file's is its folder's, resolved
+        once per import, and its name: most imports are thousands of files in a few folders."""
+        if path.is_symlink():
+            return str(path.resolve())
+        folder = self._real_folders.get(path.parent)
+        if folder is None:
+            folder = self._real_folders[path.parent] = str(path.parent.resolve())
+        return os.path.join(folder, path.name)
 
     def _read_file(self, path: Path, force: bool, agent: str | None = None) -> ImportReport:
         report = ImportReport(files=1)
@@ -229,12 +240,16 @@ class Importer:
             with self.store.write():
                 forget.clear_tombstones(self.store, session_id)
             return set()
-        return forget.forgotten_hashes(self.store, session_id)
+        return forget.forgotten_hashes(self.store, session_id) if self._tombstones() else set()
 
     def _forgotten_anywhere(self, hash_: str) -> bool:
-        if self._any_tombstone is None:  # asked once per batch: most archives have none
+        return self._tombstones() and forget.forgotten_anywhere(self.store, hash_)
+
+    def _tombstones(self) -> bool:
+        """Whether the user forgot anything at all: asked once per batch, most archives have none."""
+        if self._any_tombstone is None:
             self._any_tombstone = bool(self.store.scalar("SELECT EXISTS (SELECT 1 FROM forgotten)"))
-        return self._any_tombstone and forget.forgotten_anywhere(self.store, hash_)
+        return self._any_tombstone
 
     def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write planned sessions now (another backend's importer writes through its own store)."""
