@@ -438,7 +438,11 @@ def parse_and_tokenize(path: str, agent: str | None) -> PreparedFile:
         if rendered is None or rendered.hash in cuts:
             continue
         cuts[rendered.hash] = _cut(entry)
-    return PreparedFile(parsed, cuts, _plan_runs(parsed, cuts))
+    runs = _plan_runs(parsed, cuts)
+    for entry in parsed.entries:
+        if entry.rendered is not None:
+            entry.data = {}  # the writer needs the rendered message and the verbatim line, not the parsed JSON
+    return PreparedFile(parsed, cuts, runs)
 
 
 def _cut(entry: Entry) -> Cut:
