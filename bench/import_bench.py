@@ -262,8 +262,13 @@ def table_bytes(src: Path, db: Path) -> dict[str, Any]:
     }
 
 
-def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.5) -> dict[str, float]:
-    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms).
+def live_writes(
+    src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.5
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms),
+    and the floor: after each capture, a request the bridge answers without touching the archive (a
+    method it does not know, answered with an error), timed the same way in the same moments. On a
+    shared machine most of a round trip's tail is waiting to be scheduled; the floor shows how much.
 
     Turns of `turn` messages with `gap` seconds between them: the bridge's idle moment comes after
     `bridge.IDLE_SECONDS` (0.2 s) without a request, and its work (indexing the turn's messages,
@@ -283,22 +288,25 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
         )
         proc.stdin.flush()
         response = json.loads(proc.stdout.readline())
-        if "error" in response:
+        if "error" in response and method != "no_such_method":
             raise SystemExit(f"bridge error: {response['error']}")
 
     sid = f"live-{uuid.uuid4()}"
     call(0, "session_start", {"session_id": sid, "cwd": "/home/dev/live"})
     messages = agent_messages(words, n, int(time.time() * 1000))
-    ms = []
+    ms, floor = [], []
     for i, message in enumerate(messages):
         t0 = time.perf_counter()
         call(i + 1, "capture", {"session_id": sid, "message": message})
         ms.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        call(-i - 1, "no_such_method", {})
+        floor.append((time.perf_counter() - t0) * 1000)
         if turn and i % turn == turn - 1:
             time.sleep(gap)  # the idle moment between turns: indexing, run summaries, checkpoints
     call(n + 1, "shutdown", {})
     proc.wait(timeout=60)
-    return latency_summary(ms)
+    return latency_summary(ms), latency_summary(floor)
 
 
 LIVE_CPU = """
@@ -404,7 +412,7 @@ def measure(
     imported = min(runs, key=lambda r: r["seconds"])
     report = imported["report"]
     sizes = table_bytes(src, db)
-    live = live_writes(src, db, words, args.live) if args.live else {}
+    live, floor = live_writes(src, db, words, args.live) if args.live else ({}, {})
     cpu = live_cpu(src, db, words, args.live) if args.live else {}
     return {
         "label": label,
@@ -422,6 +430,7 @@ def measure(
         "bytes_per_message": sizes["per_message"],
         "source_bytes_per_message": round(built["source_bytes"] / max(1, built["messages"])),
         "live_write_ms": live,
+        "live_round_trip_floor_ms": floor,
         "live_write_cpu_ms": cpu,
     }
 
@@ -530,6 +539,7 @@ def main() -> None:
                 "B/msg",
                 "live p50",
                 "live p99",
+                "floor p99",
                 "CPU p50",
                 "CPU p99",
             ],
@@ -545,6 +555,7 @@ def main() -> None:
                     r["bytes_per_message"]["total"],
                     r["live_write_ms"].get("p50", ""),
                     r["live_write_ms"].get("p99", ""),
+                    r["live_round_trip_floor_ms"].get("p99", ""),
                     r["live_write_cpu_ms"].get("p50", ""),
                     r["live_write_cpu_ms"].get("p99", ""),
                 ]
