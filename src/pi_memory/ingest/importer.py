@@ -25,6 +25,7 @@ from ..core.text import surface_chars, tokenize
 from ..errors import ArchiveError
 from ..runs import forget
 from ..runs.table import PreparedRun, plan_file_runs, source_message
+from ..storage.rows import meta_json
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
 from ..storage.writes import BATCH, SessionWrite
 from .workers import Worker, WorkerGone
@@ -456,11 +457,6 @@ def _cut(entry: Entry) -> Cut:
     packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
     meta = meta_json(rendered.meta)
     return Cut(chars, grams, encode_text(rendered.text), packed_raw, entry.raw, typed, meta)
-
-
-def meta_json(meta: dict[str, Any]) -> str | None:
-    """A message's meta as `msg.meta` stores it."""
-    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str) if meta else None
 
 
 def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PreparedRun] | None:

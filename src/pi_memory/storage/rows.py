@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,11 @@ class SessionRow:
     name: str | None = None
     parent_session: str | None = None
     source_path: str | None = None
+
+
+def meta_json(meta: dict[str, Any]) -> str | None:
+    """A message's meta as `msg.meta` stores it (made before the transaction, often by a parse worker)."""
+    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str) if meta else None
 
 
 @dataclass

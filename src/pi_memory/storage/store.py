@@ -28,7 +28,7 @@ from ..core.text import surface_chars
 from ..errors import ArchiveError, CorruptDatabase
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
 from .pending import INDEX_PENDING, PendingIndex
-from .rows import NewEntry, NewMessage, SessionRow
+from .rows import NewEntry, NewMessage, SessionRow, meta_json
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 from .shared import NO_FILTER, RunFilter, SharedSql
@@ -353,9 +353,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         message captured live (no entry id) and later imported from the file
         gets its entry id filled in here.
         """
-        meta = m.meta_json
-        if meta is None and m.meta:
-            meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str)
+        meta = m.meta_json if m.meta_json is not None else meta_json(m.meta)
         m.pack()
         m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
         indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
