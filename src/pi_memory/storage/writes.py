@@ -77,7 +77,7 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
         if unit.unfinished:
             added_ids.setdefault(unit.session_id, []).extend(unit.unfinished)
     if added_ids:
-        after_messages_added(store, added_ids, _planned(units, by_unit))
+        after_messages_added(store, added_ids, _planned(store, units, by_unit))
     _record_sources(store, units)
     return added, skipped
 
@@ -95,17 +95,25 @@ def _record_sources(store: Store, units: list[SessionWrite]) -> None:
                 store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2], now + i)
 
 
-def _planned(units: list[SessionWrite], by_unit: dict[int, list[int]]) -> dict[str, tuple[Any, list[int]]]:
-    """Planned work of the units written whole (every message added), with their ids in file order."""
+def _planned(
+    store: Store, units: list[SessionWrite], by_unit: dict[int, list[int]]
+) -> dict[str, tuple[Any, list[int]]]:
+    """Planned work of the units written whole, with their message ids in file order: every message
+    was added, and the session holds nothing else (a live writer may have added to it meanwhile;
+    then the hooks read the session back instead)."""
     sessions = [u.session_id for u in units]
-    return {
-        u.session_id: (u.planned, by_unit.get(id(u), []))
+    whole = [
+        u
         for u in units
         if u.planned is not None
-        and len(by_unit.get(id(u), [])) == len(u.messages)
+        and len(by_unit.get(id(u), [])) == len(u.messages) > 0
         and not u.unfinished
         and sessions.count(u.session_id) == 1
-    }
+    ]
+    if not whole:
+        return {}
+    counts = store.message_counts([u.session_id for u in whole])
+    return {u.session_id: (u.planned, by_unit[id(u)]) for u in whole if counts.get(u.session_id) == len(u.messages)}
 
 
 def after_messages_added(
@@ -148,8 +156,6 @@ def _write_chunk(
     messages were already there."""
     if first and unit.row is not None:
         store.ensure_session(unit.row)
-    if first and unit.planned is not None and store.has_messages(unit.session_id):
-        unit.planned = None  # a live writer got there first: the hooks read the session back
     added: list[NewMessage] = []
     for m in chunk:
         msg_id = store.insert_message(m)
