@@ -1,11 +1,13 @@
-"""Import and size benchmark (issue 13): both archive shapes, through the real `pi-memory import`.
+"""Import and size benchmark (issue 13): three archive shapes, through the real `pi-memory import`.
 
 Design idea: a new user's first import is what is measured, so the input is real pi session files
-and the import is the CLI itself in a child process (its peak RSS is the child's own). Two shapes:
+and the import is the CLI itself in a child process (its peak RSS is the child's own). Two realistic shapes:
 many short sessions (1-3 messages, most history looks like that) and 40-message sessions. Message
 lengths follow real traffic: user prompts ~250 chars, assistant replies log-normal with a mean of
 ~1,000 chars and a tail to ~6,000, tool calls with results (some failed), now and then a long
 compaction summary; the words are cut from the corpora (Chinese and English) given as arguments.
+A third shape, `mix625`, is the issue's own: 40-message sessions of ~625-char
+messages cut from the corpus, as `scale.py` imports them (its size target is stated on that mix).
 Each imported archive is then measured: bytes per message by table (`dbstat`), and live single-message
 writes through a real `pi-memory bridge` (p50/p99) with the same length mix. `--baseline REV` runs
 the same files through another revision's code (exported with `git archive`) in the same run, so
@@ -33,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import latency_summary, result_header, save_json, table  # noqa: E402
-from corpus import BASE_TS_MS, corpus_docs  # noqa: E402
+from corpus import BASE_TS_MS, MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_session  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLS = ("bash", "read", "edit", "grep")
@@ -48,6 +50,7 @@ class Words:
             by_source.setdefault(d.source, []).append(d.text)
         self.blobs = ["\n".join(v) for _, v in sorted(by_source.items())]
         self.rng = rng
+        self.corpus = corpus
 
     def cut(self, n: int) -> str:
         blob = self.rng.choice(self.blobs)
@@ -163,8 +166,23 @@ def session_file(folder: Path, words: Words, no: int, n_msgs: int) -> tuple[Path
     return path, count
 
 
+def build_mix625(folder: Path, corpus: Path, messages: int) -> dict[str, int]:
+    """The issue's own mix: 40-message sessions of ~625-char user/assistant messages cut from the
+    corpus (`corpus.synthetic_texts`, what `scale.py` imports), no tool calls."""
+    rng = random.Random(17)
+    texts = synthetic_texts(corpus_docs(corpus), rng, messages)
+    for no, start in enumerate(range(0, len(texts), MESSAGES_PER_SESSION)):
+        batch = texts[start : start + MESSAGES_PER_SESSION]
+        write_session(folder, [t for _, t in batch], batch[0][0], no, rng)
+    source_bytes = sum(p.stat().st_size for p in folder.rglob("*.jsonl"))
+    files = (len(texts) + MESSAGES_PER_SESSION - 1) // MESSAGES_PER_SESSION
+    return {"files": files, "messages": len(texts), "source_bytes": source_bytes}
+
+
 def build_shape(folder: Path, words: Words, shape: str, messages: int) -> dict[str, int]:
     """Session files of one shape holding about `messages` messages."""
+    if shape == "mix625":
+        return build_mix625(folder, words.corpus, messages)
     total = files = 0
     while total < messages:
         n = words.rng.choice((1, 2, 2, 3)) if shape == "short" else 40
@@ -244,8 +262,13 @@ def table_bytes(src: Path, db: Path) -> dict[str, Any]:
     }
 
 
-def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.5) -> dict[str, float]:
-    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms).
+def live_writes(
+    src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: float = 0.5
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Single-message captures through a real `pi-memory bridge` on the imported archive (round trip, ms),
+    and the floor: after each capture, a request the bridge answers without touching the archive (a
+    method it does not know, answered with an error), timed the same way in the same moments. On a
+    shared machine most of a round trip's tail is waiting to be scheduled; the floor shows how much.
 
     Turns of `turn` messages with `gap` seconds between them: the bridge's idle moment comes after
     `bridge.IDLE_SECONDS` (0.2 s) without a request, and its work (indexing the turn's messages,
@@ -265,22 +288,25 @@ def live_writes(src: Path, db: Path, words: Words, n: int, turn: int = 40, gap: 
         )
         proc.stdin.flush()
         response = json.loads(proc.stdout.readline())
-        if "error" in response:
+        if "error" in response and method != "no_such_method":
             raise SystemExit(f"bridge error: {response['error']}")
 
     sid = f"live-{uuid.uuid4()}"
     call(0, "session_start", {"session_id": sid, "cwd": "/home/dev/live"})
     messages = agent_messages(words, n, int(time.time() * 1000))
-    ms = []
+    ms, floor = [], []
     for i, message in enumerate(messages):
         t0 = time.perf_counter()
         call(i + 1, "capture", {"session_id": sid, "message": message})
         ms.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        call(-i - 1, "no_such_method", {})
+        floor.append((time.perf_counter() - t0) * 1000)
         if turn and i % turn == turn - 1:
             time.sleep(gap)  # the idle moment between turns: indexing, run summaries, checkpoints
     call(n + 1, "shutdown", {})
     proc.wait(timeout=60)
-    return latency_summary(ms)
+    return latency_summary(ms), latency_summary(floor)
 
 
 LIVE_CPU = """
@@ -326,7 +352,8 @@ import apsw
 from pi_memory.ingest.importer import discover, parse_and_tokenize
 cuts = []
 for f in discover([Path(sys.argv[1])]):
-    parsed, tokens = parse_and_tokenize(str(f), None)
+    prepared = parse_and_tokenize(str(f), None)
+    tokens = prepared[1] if isinstance(prepared, tuple) else prepared.cuts  # a revision from before: a tuple
     cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
 conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
 conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
@@ -385,7 +412,7 @@ def measure(
     imported = min(runs, key=lambda r: r["seconds"])
     report = imported["report"]
     sizes = table_bytes(src, db)
-    live = live_writes(src, db, words, args.live) if args.live else {}
+    live, floor = live_writes(src, db, words, args.live) if args.live else ({}, {})
     cpu = live_cpu(src, db, words, args.live) if args.live else {}
     return {
         "label": label,
@@ -403,6 +430,7 @@ def measure(
         "bytes_per_message": sizes["per_message"],
         "source_bytes_per_message": round(built["source_bytes"] / max(1, built["messages"])),
         "live_write_ms": live,
+        "live_round_trip_floor_ms": floor,
         "live_write_cpu_ms": cpu,
     }
 
@@ -465,6 +493,9 @@ def main() -> None:
     )
     ap.add_argument("--short", type=int, default=10_000, help="messages in the many-short-sessions shape")
     ap.add_argument("--long", type=int, default=20_000, help="messages in the 40-message-sessions shape")
+    ap.add_argument(
+        "--mix625", type=int, default=20_000, help="messages in the 625-char mix (scale.py's; 40 per session; 0: skip)"
+    )
     ap.add_argument("--live", type=int, default=1000, help="live single-message writes per archive (0: none)")
     ap.add_argument("--repeat", type=int, default=1, help="imports per code and shape, alternating; the fastest counts")
     ap.add_argument("--baseline", default=None, help="git revision to measure the same way (e.g. main)")
@@ -477,7 +508,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     words = Words(args.corpus, random.Random(13))
     shapes = {}
-    for shape, n in (("short", args.short), ("long", args.long)):
+    for shape, n in (("short", args.short), ("long", args.long), ("mix625", args.mix625)):
+        if n <= 0:
+            continue
         folder = work / f"sessions-{shape}"
         shutil.rmtree(folder, ignore_errors=True)
         shapes[shape] = (folder, build_shape(folder, words, shape, n))
@@ -506,6 +539,7 @@ def main() -> None:
                 "B/msg",
                 "live p50",
                 "live p99",
+                "floor p99",
                 "CPU p50",
                 "CPU p99",
             ],
@@ -521,6 +555,7 @@ def main() -> None:
                     r["bytes_per_message"]["total"],
                     r["live_write_ms"].get("p50", ""),
                     r["live_write_ms"].get("p99", ""),
+                    r["live_round_trip_floor_ms"].get("p99", ""),
                     r["live_write_cpu_ms"].get("p50", ""),
                     r["live_write_cpu_ms"].get("p99", ""),
                 ]

@@ -238,3 +238,101 @@ def test_compose_line_says_errors_and_status() -> None:
 
     line = compose_line(Field("Fix the build."), None, ["src/a.py"], 2, "aborted")
     assert line == "Fix the build. [a.py] (2 errors, aborted)"
+
+
+def run_tables(archive: Archive) -> dict[str, list[Any]]:
+    """Everything the runs component wrote, row by row."""
+    queries = {
+        "run": "SELECT * FROM run ORDER BY id",
+        "run_msg": "SELECT * FROM run_msg ORDER BY msg_id",
+        "run_file": "SELECT * FROM run_file ORDER BY path, run_id, msg_id, action",
+        "run_fts": "SELECT rowid FROM run_fts ORDER BY rowid",
+    }
+    return {name: [tuple(r) for r in archive.store.rows(sql)] for name, sql in queries.items()}
+
+
+def test_a_first_import_writes_the_runs_planned_from_the_file_exactly_as_reading_the_messages_back_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pi_memory.ingest.importer as importer
+    import pi_memory.runs.table as runs
+
+    sources = [PI_DATA, PI_DATA.parent / "claude", PI_DATA.parent / "codex"]
+    read_back: list[str] = []
+    real_load = runs.load_messages
+    monkeypatch.setattr(
+        runs, "load_messages", lambda store, sid, after=None: read_back.append(sid) or real_load(store, sid, after)
+    )
+    with Archive.open(tmp_path / "planned.db") as planned:
+        for source in sources:
+            planned.import_paths([source])
+        from_plans = run_tables(planned)
+    assert read_back == []  # every session was new: no run was built by reading messages back
+    monkeypatch.setattr(importer, "plan_file_runs", lambda messages: None)
+    with Archive.open(tmp_path / "read-back.db") as other:
+        for source in sources:
+            other.import_paths([source])
+        from_messages = run_tables(other)
+    assert len(read_back) > 20
+    assert len(from_plans["run"]) > 50 and len(from_plans["run_file"]) > 10
+    assert from_plans == from_messages
+
+
+def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segmented_from_the_archive(
+    tmp_path: Path,
+) -> None:
+    from pi_memory.core.sources.readers import read_session_file
+    from pi_memory.ingest.importer import Importer, ImportReport, message_from_entry, parse_and_tokenize
+    from pi_memory.storage.store import Store
+    from pi_memory.storage.writes import write_messages
+
+    path = PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl"
+    parsed = read_session_file(path)
+    with Archive.open(tmp_path / "a.db") as archive:
+        importer = Importer(archive.store)
+        unit = importer.plan_session(parsed, path, ImportReport(), parse_and_tokenize(str(path), None))
+        assert unit is not None and unit.planned and unit.row is not None  # the archive has no such session yet
+        bridge = Store.open(tmp_path / "a.db")
+        bridge.defer_hooks()  # like the bridge: runs are built at its next idle moment
+        with bridge.write():
+            bridge.ensure_session(unit.row)
+        earlier = message_from_entry(SSE, parsed.messages[0])
+        earlier.text, earlier.hash, earlier.raw = "a prompt pi captured live", "live-only", None
+        earlier.ts -= 1000
+        earlier.prepare()
+        write_messages(bridge, SSE, [earlier])  # pi captured a prompt the file does not hold
+        importer.write_units([unit])
+        in_runs = [
+            m
+            for r in runs_of(archive, SSE)
+            for m in archive.store.rows("SELECT msg_id FROM run_msg WHERE run_id=?", (r.id,))
+        ]
+        messages = archive.store.rows("SELECT id FROM msg WHERE session_id=?", (SSE,))
+        bridge.close()
+    assert len(messages) == len(parsed.messages) + 1
+    assert sorted(in_runs) == sorted(messages)  # the live prompt is in a run: nothing waits for the bridge
+
+
+def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_with() -> None:
+    from pi_memory.core.summary import summarize
+
+    msgs = [
+        RunMessage(0, "a", "user", "fix src/app.py please"),
+        RunMessage(
+            1,
+            "b",
+            "assistant",
+            "→ edit",
+            {"tools": ["edit"]},
+            {"content": [{"type": "toolCall", "id": "c1", "name": "edit", "arguments": {"path": "src/app.py"}}]},
+        ),
+        RunMessage(2, "c", "tool_error", "✗ edit: no match", {"tool": "edit"}),
+        RunMessage(3, "d", "assistant", "Fixed it.", {"stopReason": "stop"}),
+    ]
+    summary = summarize(msgs)
+    summary.renumber([101, 205, 307, 408])
+    fields = summary.to_dict()
+    assert fields["goal"]["msgs"] == [101]
+    assert fields["files_changed"][0]["msgs"] == [205]
+    assert fields["errors"]["msgs"] == [307]
+    assert fields["outcome"]["msgs"] == [408]

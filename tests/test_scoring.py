@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pi_memory.core import ranking, scoring
-from pi_memory.core.text import normalize, query_tokens, surface_forms, typed_forms
+from pi_memory.core.text import normalize, query_tokens, surface_forms, typed_forms, typed_runs
 
 
 def prepared(query: str, weight: float = 2.0) -> scoring.PreparedQuery:
@@ -108,3 +108,51 @@ def test_a_text_holding_the_query_as_typed_beats_one_with_its_tokens_scattered()
     q = prepared("炮身容量")
     verbatim, scattered = scoring.score_documents(["炮身容量", "炮身炮身 容量容量 炮身 容量"], [3.0, 12.0], 6.0, q)
     assert verbatim.score > scattered.score
+
+
+def prepared_as_typed(query: str, weights: dict[str, float]) -> scoring.PreparedQuery:
+    """The query as `search.messages` prepares it: with its runs as typed."""
+    tokens = query_tokens(query)
+    return scoring.prepare(tokens, weights, normalize(query), typed_forms(query), typed_runs(query))
+
+
+# bench/quality.py's `modelValue 的原` (script-ident+zh): the weights the archive gave its tokens
+IDENT_ZH_WEIGHTS = {"modelvalue": 10.7, "的原": 5.2, "的": 0.1, "原": 0.8, "model": 2.1, "value": 1.6}
+BOTH_RUNS = (
+    "在动态创建的原生元素上使用 v-model 不起作用：模板编译器会把它扩展为 modelvalue prop 和 update:modelvalue 事件。"
+)
+IDENT_ONLY = (
+    "props: ['modelvalue'], emits: ['update:modelvalue'], modelvalue = ref(modelvalue); "
+    "watch(modelvalue); emit(modelvalue); modelvalue; modelvalue"
+)
+
+
+def test_a_long_text_holding_both_runs_beats_a_short_one_repeating_only_the_identifier() -> None:
+    q = prepared_as_typed("modelValue 的原", IDENT_ZH_WEIGHTS)
+    both, ident_only = scoring.score_documents([BOTH_RUNS, IDENT_ONLY], [401.0, 80.0], 214.0, q)
+    assert both.score > ident_only.score > 0
+
+
+def test_without_the_missed_runs_factor_the_short_text_would_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scoring, "MISSED_RUNS_FACTOR", 1.0)
+    q = prepared_as_typed("modelValue 的原", IDENT_ZH_WEIGHTS)
+    both, ident_only = scoring.score_documents([BOTH_RUNS, IDENT_ONLY], [401.0, 80.0], 214.0, q)
+    assert ident_only.score > both.score  # the case above is the rule's, not BM25's
+
+
+def test_a_text_is_marked_down_only_when_it_misses_half_the_runs_or_more() -> None:
+    query = "生命周期钩子 (lifecycle hooks)"
+    q = prepared_as_typed(query, {t.text: 2.0 for t in query_tokens(query)})
+    texts = ["lifecycle 与 hooks", "生命周期 lifecycle", "lifecycle only", "钩子 hooks"]
+    tf, _ = scoring.term_frequencies(texts, q)
+    factors = scoring.missed_runs_factors(tf > 0, q).tolist()
+    assert factors == [1.0, 1.0, scoring.MISSED_RUNS_FACTOR, 1.0]  # missing one run of three is not half
+
+
+def test_a_run_no_term_stands_for_counts_for_no_text() -> None:
+    query = "modelValue 的原"
+    tokens = [t for t in query_tokens(query) if t.text != "modelvalue"]  # as if no message held it
+    q = scoring.prepare(tokens, {t.text: 2.0 for t in tokens}, normalize(query), typed_forms(query), typed_runs(query))
+    assert len(q.run_traces) == 1
+    tf, _ = scoring.term_frequencies(["的原", "model value"], q)
+    assert scoring.missed_runs_factors(tf > 0, q).tolist() == [1.0, 1.0]

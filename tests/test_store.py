@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -54,6 +55,19 @@ def test_an_unchanged_file_is_not_read_again(archive: Archive):
     archive.import_paths([VUE])
     again = archive.import_paths([VUE])
     assert again.unchanged == 1 and again.added == 0 and again.skipped == 0
+
+
+def test_a_file_reached_through_a_linked_folder_or_a_link_is_the_same_file(archive: Archive, tmp_path: Path):
+    real = tmp_path / "real"
+    real.mkdir()
+    shutil.copy(VUE, real / "s.jsonl")
+    (tmp_path / "via-folder").symlink_to(real, target_is_directory=True)
+    (tmp_path / "link.jsonl").symlink_to(real / "s.jsonl")
+    assert archive.import_paths([real]).added == 23
+    assert archive.import_paths([tmp_path / "via-folder"]).unchanged == 1
+    assert archive.import_paths([tmp_path / "link.jsonl"]).unchanged == 1
+    paths = [r[0] for r in archive.store.rows("SELECT path FROM source_file")]
+    assert paths == [str((real / "s.jsonl").resolve())]
 
 
 def test_seq_counts_up_in_file_order_without_gaps(archive: Archive):

@@ -15,6 +15,7 @@ so live capture and a later import of the same file meet on the same key.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -42,8 +43,10 @@ class Rendered:
     indexed: bool
     meta: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @functools.cached_property
     def hash(self) -> str:
+        # asked several times per message on the import path (dedupe, the worker's cuts, the
+        # writer's plan): computed once, and carried with the rest when a worker sends it back
         return message_hash(self.role, self.ts, self.text)
 
 

@@ -20,6 +20,10 @@ So the texts are never folded and never searched token by token:
   `ranking.score_text`, plus one rule: a CJK term found only in another script
   than the one typed (`燦` for `灿`) counts FOLDED_ONLY_WEIGHT of its weight,
   so the form the user typed comes first, all else equal.
+- The query's runs as typed (`text.typed_runs`: whole words, CJK stretches)
+  add two rules: a text holding every run exactly gains EXACT_RUNS_BONUS, and
+  a text with no trace of half the runs or more (for `modelValue 的原`, one
+  without the pair `的原` in any spelling) keeps MISSED_RUNS_FACTOR of its score.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 
 from . import ranking
 from .ranking import query_phrases
-from .text import QueryToken, surface_forms, whole_word_at
+from .text import QueryToken, is_cjk, surface_forms, whole_word_at
 
 # A CJK token found only in another script than the one typed still counts, at this share.
 FOLDED_ONLY_WEIGHT = 0.5
@@ -39,6 +43,13 @@ FOLDED_ONLY_WEIGHT = 0.5
 # many times the query's weight: what the user typed, verbatim, beats the same tokens scattered
 # or spelled in the other script (bench/quality.py, the fragment sets).
 EXACT_RUNS_BONUS = 0.25  # 0.3 put Vue headings under bm25 (MRR 0.525 < 0.526); 0.2 lost fragments
+# A text with no trace of half the query's runs or more (for `modelValue 的原`: neither the word
+# nor the pair) keeps this share of its score: a short code block repeating the identifier must
+# not beat the text holding both (bench/quality.py, script-ident+zh). Half, not any one run: a
+# Vue doc section rarely repeats its heading (`生命周期钩子 (lifecycle hooks)`) and often
+# lacks one of its runs, but seldom half of them. Vue R@1/MRR 0.408/0.527 -> 0.409/0.528;
+# 0.9 leaves `triggerRef 是一` second, 0.5 gains less on Vue.
+MISSED_RUNS_FACTOR = 0.8
 _CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 
 
@@ -75,6 +86,9 @@ class PreparedQuery:
     # per run, the index in `terms` of the word counted the same way (its presence is already
     # known from the term frequencies), or -1: a CJK stretch, looked for as typed
     run_terms: tuple[int, ...] = ()
+    # per run that some term stands for, the indexes in `terms` whose presence is a trace of it:
+    # the word itself, or any pair (in any spelling) of a CJK stretch, or its character alone
+    run_traces: tuple[tuple[int, ...], ...] = ()
 
     @property
     def total_weight(self) -> float:
@@ -117,7 +131,18 @@ def prepare(
             phrases.append(Phrase3(surface_forms(p.text), p.weight, (position[p.text[:2]], position[p.text[1:]])))
     words = {t.text: i for i, t in enumerate(terms) if t.kind == "word"}
     run_terms = tuple(words.get(run, -1) if run.isascii() else -1 for run in runs)
-    return PreparedQuery(tuple(terms), tuple(phrases), tuple(pairs), alphabet, runs, run_terms)
+    traces = tuple(t for t in (run_trace(run, terms) for run in runs) if t)
+    return PreparedQuery(tuple(terms), tuple(phrases), tuple(pairs), alphabet, runs, run_terms, traces)
+
+
+def run_trace(run: str, terms: list[Term]) -> tuple[int, ...]:
+    """The terms whose presence shows a trace of one typed run (empty: no term stands for it)."""
+    if not is_cjk(run[0]):
+        return tuple(i for i, t in enumerate(terms) if t.kind == "word" and t.text == run)
+    if len(run) == 1:
+        return tuple(i for i, t in enumerate(terms) if t.kind == "char" and run in t.forms)
+    pairs = {run[k : k + 2] for k in range(len(run) - 1)}
+    return tuple(i for i, t in enumerate(terms) if t.kind == "gram" and not pairs.isdisjoint(t.forms))
 
 
 def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: PreparedQuery) -> list[DocScore]:
@@ -133,10 +158,11 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
     covered = present @ weights
     meaningful = np.asarray(present[:, [i for i, t in enumerate(q.terms) if t.meaningful]].any(axis=1))
     total = float(weights.sum())
+    factors = missed_runs_factors(present, q).tolist()
     out = []
     # plain lists: element access on NumPy rows costs ~10x a list's, and this loop is per candidate
-    for text, doc_base, doc_covered, doc_meaningful, doc_present in zip(
-        texts, base.tolist(), covered.tolist(), meaningful.tolist(), present.tolist(), strict=True
+    for text, doc_base, doc_covered, doc_meaningful, doc_present, factor in zip(
+        texts, base.tolist(), covered.tolist(), meaningful.tolist(), present.tolist(), factors, strict=True
     ):
         if doc_covered <= 0:
             out.append(DocScore(0.0, False))
@@ -144,10 +170,19 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
         score = doc_base + ranking.PHRASE_WEIGHT * _phrase_total(text, q, doc_present)
         if q.runs and _holds_every_run(text, q, doc_present):
             score += EXACT_RUNS_BONUS * total
+        score *= factor
         if ranking.COVERAGE_FLOOR < 1.0 and total > 0:
             score *= ranking.COVERAGE_FLOOR + (1.0 - ranking.COVERAGE_FLOOR) * doc_covered / total
         out.append(DocScore(score, doc_meaningful))
     return out
+
+
+def missed_runs_factors(present: np.ndarray, q: PreparedQuery) -> np.ndarray:
+    """Per text, MISSED_RUNS_FACTOR where no trace is left of half the query's runs or more, else 1."""
+    if len(q.run_traces) < 2:
+        return np.ones(len(present))
+    missed = sum((~present[:, list(trace)].any(axis=1)).astype(int) for trace in q.run_traces)
+    return np.where(2 * np.asarray(missed) >= len(q.run_traces), MISSED_RUNS_FACTOR, 1.0)
 
 
 def _cjk_mask(q: PreparedQuery) -> np.ndarray:

@@ -10,18 +10,22 @@ reported with their line numbers; everything good in the same file is kept.
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.sources.pi import Entry, ParsedSession, project_of
 from ..core.sources.readers import read_session_file
-from ..core.text import tokenize
+from ..core.summary import RunMessage
+from ..core.text import surface_chars, tokenize
 from ..errors import ArchiveError
 from ..runs import forget
+from ..runs.table import PreparedRun, plan_file_runs, source_message
+from ..storage.rows import meta_json
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
 from ..storage.writes import BATCH, SessionWrite
 from .workers import Worker, WorkerGone
@@ -86,7 +90,7 @@ def message_from_entry(session_id: str, entry: Entry) -> NewMessage:
     assert r is not None
     return NewMessage(
         session_id=session_id,
-        ts=r.ts or entry.ts,
+        ts=_message_ts(entry),
         role=r.role,
         text=r.text,
         indexed=r.indexed,
@@ -128,6 +132,7 @@ class Importer:
         self._pending_messages = 0
         self.messages_read = 0  # messages in the files read so far (for a progress display)
         self._any_tombstone: bool | None = None
+        self._real_folders: dict[Path, str] = {}
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -141,11 +146,21 @@ class Importer:
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return None
-        key = str(path.resolve())
+        key = self._file_key(path)
         if not force and self.store.source_file_state(key) == (stat.st_size, stat.st_mtime_ns):
             report.unchanged = 1
             return None
         return key, stat.st_size, stat.st_mtime_ns
+
+    def _file_key(self, path: Path) -> str:
+        """The path a file is remembered by, fully resolved. A plain file's is its folder's, resolved
+        once per import, and its name: most imports are thousands of files in a few folders."""
+        if path.is_symlink():
+            return str(path.resolve())
+        folder = self._real_folders.get(path.parent)
+        if folder is None:
+            folder = self._real_folders[path.parent] = str(path.parent.resolve())
+        return os.path.join(folder, path.name)
 
     def _read_file(self, path: Path, force: bool, agent: str | None = None) -> ImportReport:
         report = ImportReport(files=1)
@@ -160,14 +175,14 @@ class Importer:
         self._accept(path, source, parsed, report)
         return report
 
-    def _accept(self, path: Path, source: tuple[str, int, int], prepared: Prepared, report: ImportReport) -> None:
-        parsed, tokens = prepared
+    def _accept(self, path: Path, source: tuple[str, int, int], prepared: PreparedFile, report: ImportReport) -> None:
+        parsed = prepared.parsed
         report.errors += [FileError(str(path), s.line_no, s.error) for s in parsed.skipped]
         if parsed.header is None:
             if not parsed.skipped:
                 report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
             return
-        unit = self.plan_session(parsed, path, report, tokens)
+        unit = self.plan_session(parsed, path, report, prepared)
         if unit is None:
             return
         unit.source = source
@@ -180,9 +195,14 @@ class Importer:
         parsed: ParsedSession,
         path: Path,
         report: ImportReport,
-        tokens: dict[str, Cut] | None = None,
+        prepared: PreparedFile | None = None,
     ) -> SessionWrite | None:
-        """What of this session is new: tokenized messages (`tokens`: cut and packed already, by hash) and the other entries."""
+        """What of this session is new: tokenized messages and the other entries.
+
+        `prepared`: the parse worker's work on this file (messages cut and packed, by hash; the
+        session's runs, used when the archive does not have the session yet).
+        """
+        tokens = prepared.cuts if prepared is not None else None
         row = _session_row(parsed, path)
         report.sessions.add(row.id)
         forgotten = self._forgotten(row.id)
@@ -211,6 +231,8 @@ class Importer:
             unit.messages.append(m)
         if existing:
             unit.unfinished = self.store.messages_without_run(row.id)
+        elif prepared is not None and len(unit.messages) == len(prepared.parsed.messages):
+            unit.planned = prepared.runs  # a new session, whole: its runs as the worker planned them
         return unit
 
     def _forgotten(self, session_id: str) -> set[str]:
@@ -219,12 +241,16 @@ class Importer:
             with self.store.write():
                 forget.clear_tombstones(self.store, session_id)
             return set()
-        return forget.forgotten_hashes(self.store, session_id)
+        return forget.forgotten_hashes(self.store, session_id) if self._tombstones() else set()
 
     def _forgotten_anywhere(self, hash_: str) -> bool:
-        if self._any_tombstone is None:  # asked once per batch: most archives have none
+        return self._tombstones() and forget.forgotten_anywhere(self.store, hash_)
+
+    def _tombstones(self) -> bool:
+        """Whether the user forgot anything at all: asked once per batch, most archives have none."""
+        if self._any_tombstone is None:
             self._any_tombstone = bool(self.store.scalar("SELECT EXISTS (SELECT 1 FROM forgotten)"))
-        return self._any_tombstone and forget.forgotten_anywhere(self.store, hash_)
+        return self._any_tombstone
 
     def write_units(self, units: list[SessionWrite]) -> tuple[int, int]:
         """Write planned sessions now (another backend's importer writes through its own store)."""
@@ -290,10 +316,26 @@ class Importer:
         return report
 
 
-# a message's tokens and storage, made by the parse worker:
-# (chars, grams, packed text, packed verbatim line, the verbatim line it was packed from)
-Cut = tuple[str, str, str | bytes | None, bytes | None, bytes | None]
-Prepared = tuple[ParsedSession, dict[str, Cut]]
+class Cut(NamedTuple):
+    """A message's tokens and storage, made by the parse worker."""
+
+    chars: str
+    grams: str
+    packed: str | bytes | None  # the text as `msg.text` stores it
+    packed_raw: bytes | None  # the verbatim line, packed
+    raw: bytes | None  # the verbatim line it was packed from
+    typed: str  # the characters typed in a script that folds to another (`msg_typed`)
+    meta: str | None  # the message's meta as `msg.meta` stores it
+
+
+@dataclass
+class PreparedFile:
+    """One file as the parse worker leaves it: parsed, its messages cut and packed (by hash),
+    and the session's runs planned by message position (None: an optional summarizer is set)."""
+
+    parsed: ParsedSession
+    cuts: dict[str, Cut]
+    runs: list[PreparedRun] | None
 
 
 class _Ahead:
@@ -318,7 +360,7 @@ class _Ahead:
     def __iter__(self) -> _Ahead:
         return self
 
-    def __next__(self) -> tuple[Path, tuple[str, int, int] | None, ImportReport | None, Prepared | OSError | None]:
+    def __next__(self) -> tuple[Path, tuple[str, int, int] | None, ImportReport | None, PreparedFile | OSError | None]:
         self._refill()
         if not self.queue:
             raise StopIteration
@@ -354,10 +396,10 @@ class _Ahead:
                 self._drop(worker)
         return None
 
-    def _result(self, path: Path, worker: Worker | None) -> Prepared:
+    def _result(self, path: Path, worker: Worker | None) -> PreparedFile:
         if worker is not None:
             try:
-                result: Prepared = worker.result()
+                result: PreparedFile = worker.result()
                 return result
             except WorkerGone:
                 self._drop(worker)
@@ -386,22 +428,54 @@ def _workers() -> int:
     return 1 if (os.cpu_count() or 1) > 1 else 0
 
 
-def parse_and_tokenize(path: str, agent: str | None) -> Prepared:
-    """Read one session file, cut its indexed messages into tokens and compress every message's
-    text and verbatim line (pure; runs in a worker). The first message of a hash is the one kept."""
+def parse_and_tokenize(path: str, agent: str | None) -> PreparedFile:
+    """Read one session file, cut its indexed messages into tokens, compress every message's
+    text and verbatim line, and plan the session's runs (pure; runs in a worker). The first
+    message of a hash is the one kept."""
     parsed = read_session_file(Path(path), agent)
-    tokens: dict[str, Cut] = {}
+    cuts: dict[str, Cut] = {}
     for entry in parsed.entries:
         rendered = entry.rendered
-        if rendered is None or rendered.hash in tokens:
+        if rendered is None or rendered.hash in cuts:
             continue
-        chars = grams = ""
-        if rendered.indexed:
-            cut = tokenize(rendered.text)
-            chars, grams = cut.chars_text(), cut.grams_text()
-        packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
-        tokens[rendered.hash] = (chars, grams, encode_text(rendered.text), packed_raw, entry.raw)
-    return parsed, tokens
+        cuts[rendered.hash] = _cut(entry)
+    runs = _plan_runs(parsed, cuts)
+    for entry in parsed.entries:
+        if entry.rendered is not None:
+            entry.data = {}  # the writer needs the rendered message and the verbatim line, not the parsed JSON
+    return PreparedFile(parsed, cuts, runs)
+
+
+def _cut(entry: Entry) -> Cut:
+    rendered = entry.rendered
+    assert rendered is not None
+    chars = grams = typed = ""
+    if rendered.indexed:
+        cut = tokenize(rendered.text)
+        chars, grams = cut.chars_text(), cut.grams_text()
+        typed = " ".join(surface_chars(rendered.text))
+    packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
+    meta = meta_json(rendered.meta)
+    return Cut(chars, grams, encode_text(rendered.text), packed_raw, entry.raw, typed, meta)
+
+
+def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PreparedRun] | None:
+    """The session's runs, as `runs.table` would build them from the archived messages: the same
+    display order (time, then file order), the meta and verbatim message as read back."""
+    messages = []
+    for position, entry in enumerate(parsed.messages):
+        r = entry.rendered
+        assert r is not None
+        stored_meta = cuts[r.hash].meta
+        meta = json.loads(stored_meta) if stored_meta else {}
+        source = source_message(entry.raw)
+        messages.append(RunMessage(position, entry.entry_id, r.role, r.text, meta, source, _message_ts(entry)))
+    messages.sort(key=lambda m: (m.ts, m.msg_id))
+    return plan_file_runs(messages)
+
+
+def _message_ts(entry: Entry) -> int:
+    return (entry.rendered.ts if entry.rendered else 0) or entry.ts
 
 
 def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
@@ -410,12 +484,13 @@ def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
     if cut is None:
         m.prepare()
         return
-    m.packed = cut[2]
-    if m.raw is not None and m.raw == cut[4]:  # a later line with the same hash has its own verbatim copy
-        m.packed_raw = cut[3]
+    m.packed = cut.packed
+    if m.raw == cut.raw:  # the same line (a later line with the same hash has its own verbatim copy and meta)
+        m.packed_raw = cut.packed_raw
+        m.meta_json = cut.meta
     if not m.indexed:
         return
-    m.chars, m.grams = cut[0], cut[1]
+    m.chars, m.grams, m.typed = cut.chars, cut.grams, cut.typed
     if not m.chars and not m.grams:
         m.indexed = False
 

@@ -5,6 +5,7 @@ Why a plain child and not `multiprocessing`: see `pi_memory.parse_worker`, the c
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pickle
 import subprocess
@@ -36,6 +37,7 @@ class Worker:
             },
         )
         self.waiting: deque[str] = deque()
+        _widen_pipe(self.proc.stdout)
 
     def submit(self, path: str, agent: str | None) -> None:
         assert self.proc.stdin is not None
@@ -67,3 +69,20 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+# A file's answer (its messages, tokens and packed copies) is often larger than the 64 KB a pipe
+# holds by default; a worker whose answer does not fit waits for the importer to read it, and the
+# two processes take turns instead of working at once. A 1 MB pipe (Linux's default limit for
+# any user) lets the worker stay several files ahead.
+PIPE_BYTES = 1 << 20
+
+
+def _widen_pipe(pipe: Any) -> None:
+    setter = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if pipe is None or setter is None:
+        return
+    try:
+        fcntl.fcntl(pipe.fileno(), setter, PIPE_BYTES)
+    except OSError:
+        pass  # a lower system limit: the default pipe still works, only with less overlap

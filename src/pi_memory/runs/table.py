@@ -30,6 +30,8 @@ from ..storage.writes import AFTER_WRITE
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
 RUNS_PER_WRITE = 100  # runs written per transaction: a few ms, like an import batch
+# per new session: (its runs as `plan_file_runs` planned them, the ids its messages got in file order)
+PlannedRuns = dict[str, tuple[list["PreparedRun"], list[int]]]
 UPSERT_RUN_MSG = """INSERT INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)
                     ON CONFLICT(msg_id) DO UPDATE SET run_id=excluded.run_id, pos=excluded.pos"""
 
@@ -71,12 +73,22 @@ def run_from_row(row: tuple[Any, ...]) -> RunInfo:
 
 
 def _source_message(raw: bytes | None, text: str) -> dict[str, Any] | None:
-    """The agent message inside a verbatim line (a `message` entry, or the message itself)."""
+    """The agent message inside a stored verbatim line."""
     if raw is None:
         return None
     try:
-        data = json.loads(decompress(raw, text))
+        return source_message(decompress(raw, text))
     except (ValueError, OSError):
+        return None
+
+
+def source_message(line: bytes | None) -> dict[str, Any] | None:
+    """The agent message inside a verbatim line (a `message` entry, or the message itself)."""
+    if line is None:
+        return None
+    try:
+        data = json.loads(line)
+    except ValueError:
         return None
     if not isinstance(data, dict):
         return None
@@ -104,19 +116,30 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
 # --- segmentation, incremental ----------------------------------------------------
 
 
-def after_write(store: Store, added: dict[str, list[int]]) -> None:
+def after_write(store: Store, added: dict[str, list[int]], planned: PlannedRuns | None = None) -> None:
     """The `AFTER_WRITE` hook (session id -> new msg ids): extend each open run, or re-segment
-    the tail the new messages touch; the runs of all these sessions share write transactions."""
+    the tail the new messages touch; the runs of all these sessions share write transactions.
+
+    `planned`: sessions that are new and were written whole from one file, with the runs their
+    parse worker planned (by message position) and the ids their messages got, in file order.
+    Their runs are written as planned: nothing is read back or summarized here.
+    """
     with_runs = _sessions_with_runs(store, list(added))
+    ready = {
+        session_id: plan
+        for session_id, plan in (planned or {}).items()
+        if session_id in added and session_id not in with_runs and SUMMARIZER is None
+    }
     tails = {
         session_id: _tail_start(store, session_id, new_ids)
         for session_id, new_ids in added.items()
         if session_id in with_runs and not _extend_open_run(store, session_id, new_ids)
     }
     # a session without runs yet (a first import: most of them) is segmented from its beginning
-    fresh = {session_id: None for session_id in added if session_id not in with_runs}
-    if tails or fresh:
-        segment_sessions(store, {**tails, **fresh}, set(fresh))
+    fresh = {session_id: None for session_id in added if session_id not in with_runs and session_id not in ready}
+    runs = [(sid, renumbered(run, ids)) for sid, (plan, ids) in ready.items() for run in plan]
+    if tails or fresh or runs:
+        segment_sessions(store, {**tails, **fresh}, set(fresh), runs)
 
 
 def _sessions_with_runs(store: Store, session_ids: list[str]) -> set[str]:
@@ -247,23 +270,53 @@ def prepare_run(group: list[RunMessage], is_last: bool) -> PreparedRun:
     return PreparedRun(group, status, summary, text, toks.chars_text(), toks.grams_text())
 
 
+def plan_file_runs(messages: list[RunMessage]) -> list[PreparedRun] | None:
+    """The runs of a whole session read from its file, planned where the file is parsed (pure).
+
+    `messages` are in display order and numbered by position (their `msg_id` is the message's
+    place in the file, 0, 1, 2...): a parse worker has no ids yet. What comes back keeps only what
+    writing a run needs of its messages; `renumbered` puts the real ids in. None when an optional
+    summarizer is set: it runs in the writing process, on runs built there.
+    """
+    if SUMMARIZER is not None:
+        return None
+    groups = segment(messages)
+    return [_slim(prepare_run(g, is_last=i == len(groups) - 1)) for i, g in enumerate(groups)]
+
+
+def _slim(run: PreparedRun) -> PreparedRun:
+    run.group = [RunMessage(m.msg_id, None, m.role, "", {}, None, m.ts) for m in run.group]
+    return run
+
+
+def renumbered(run: PreparedRun, ids: list[int]) -> PreparedRun:
+    """A planned run with message positions replaced by the ids the messages got."""
+    run.group = [RunMessage(ids[m.msg_id], None, m.role, "", {}, None, m.ts) for m in run.group]
+    run.summary.renumber(ids)
+    return run
+
+
 def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -> list[int]:
     """Re-segment a session from `start` (None: from its beginning); returns the run ids written."""
     return segment_sessions(store, {session_id: start})
 
 
 def segment_sessions(
-    store: Store, starts: dict[str, tuple[int, int] | None], without_runs: set[str] | None = None
+    store: Store,
+    starts: dict[str, tuple[int, int] | None],
+    without_runs: set[str] | None = None,
+    planned: list[tuple[str, PreparedRun]] | None = None,
 ) -> list[int]:
     """Re-segment sessions, each from its start (None: from its beginning); returns the run ids written.
 
     `without_runs`: sessions known to have had no run before (nothing stale to look for).
+    `planned`: runs of new sessions planned already (`plan_file_runs`), written with the others.
 
     Everything is computed first, outside any transaction; then the runs of all the sessions are
     written `RUNS_PER_WRITE` to a short transaction. A bulk import's flush covers many sessions,
     and one transaction per session would cost a commit (and a new FTS5 segment) each.
     """
-    plans: list[tuple[str, PreparedRun]] = []
+    plans: list[tuple[str, PreparedRun]] = list(planned or [])
     firsts: dict[str, set[int]] = {}
     for session_id, start in starts.items():
         with store.read():
@@ -271,6 +324,16 @@ def segment_sessions(
         groups = segment(messages)
         plans += [(session_id, prepare_run(g, is_last=i == len(groups) - 1)) for i, g in enumerate(groups)]
         firsts[session_id] = {g[0].msg_id for g in groups}
+    written = _write_plans(store, plans)
+    stale = [session_id for session_id in starts if session_id not in (without_runs or ())]
+    if stale:
+        with store.write():
+            for session_id in stale:
+                _drop_stale_runs(store, session_id, starts[session_id], firsts[session_id])
+    return written
+
+
+def _write_plans(store: Store, plans: list[tuple[str, PreparedRun]]) -> list[int]:
     written: list[int] = []
     for begin in range(0, len(plans), RUNS_PER_WRITE):
         batch = plans[begin : begin + RUNS_PER_WRITE]
@@ -283,11 +346,6 @@ def segment_sessions(
                     _unindex_summary(store, run_id)
                 _index_summary(store, run_id, p)
             written += [run_id for run_id, _ in rows]
-    stale = [session_id for session_id in starts if session_id not in (without_runs or ())]
-    if stale:
-        with store.write():
-            for session_id in stale:
-                _drop_stale_runs(store, session_id, starts[session_id], firsts[session_id])
     return written
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,11 @@ class SessionRow:
     name: str | None = None
     parent_session: str | None = None
     source_path: str | None = None
+
+
+def meta_json(meta: dict[str, Any]) -> str | None:
+    """A message's meta as `msg.meta` stores it (made before the transaction, often by a parse worker)."""
+    return json.dumps(meta, ensure_ascii=False, separators=(",", ":"), default=str) if meta else None
 
 
 @dataclass
@@ -41,6 +47,8 @@ class NewMessage:
     grams: str = ""
     packed: str | bytes | None = None  # `encode_text(text, dict_id)`, made before the transaction
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
+    typed: str | None = None  # `msg_typed`'s column (`text.surface_chars` joined), when made before
+    meta_json: str | None = None  # `msg.meta` as stored, when made before
     index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
 
     def prepare(self) -> None:

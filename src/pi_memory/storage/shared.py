@@ -67,6 +67,11 @@ class SharedSql:
             for h, missing in self.rows("SELECT hash, entry_id IS NULL FROM msg WHERE session_id=?", (session_id,))
         }
 
+    def message_counts(self, session_ids: list[str]) -> dict[str, int]:
+        """How many messages each of these sessions has (one query for a whole write)."""
+        sql = f"SELECT session_id, count(*) FROM msg WHERE {self.sql_in_list('session_id')} GROUP BY session_id"
+        return {str(s): int(n) for s, n in self.rows(sql, (self.list_param(session_ids),))}
+
     def copied_from_elsewhere(self, entry_id: str | None, hash_: str) -> bool:
         """A fork or clone copies entries under the same ids: the same entry id and content exists."""
         if not entry_id:

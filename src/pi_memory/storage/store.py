@@ -30,7 +30,7 @@ from ..errors import ArchiveError, CorruptDatabase
 from . import codec
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
 from .pending import INDEX_PENDING, PendingIndex
-from .rows import NewEntry, NewMessage, SessionRow
+from .rows import NewEntry, NewMessage, SessionRow, meta_json
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 from .shared import NO_FILTER, RunFilter, SharedSql
@@ -353,11 +353,13 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
             self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
 
-    def index_typed(self, msg_id: int, text: str) -> None:
-        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`)."""
-        typed = surface_chars(text)
+    def index_typed(self, msg_id: int, text: str, typed: str | None = None) -> None:
+        """The characters of a message typed in a script that folds to another, as typed (`msg_typed`);
+        `typed`: those characters joined by spaces, when a parse worker found them already."""
+        if typed is None:
+            typed = " ".join(surface_chars(text))
         if typed:
-            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, " ".join(typed)))
+            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, typed))
 
     def lock_workspace(self, workspace: str) -> None:
         """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.
@@ -441,7 +443,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         message captured live (no entry id) and later imported from the file
         gets its entry id filled in here.
         """
-        meta = json.dumps(m.meta, ensure_ascii=False, separators=(",", ":"), default=str) if m.meta else None
+        meta = m.meta_json if m.meta_json is not None else meta_json(m.meta)
         m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
         # a live message's text is packed with its index entry, at the idle moment (`index_pending`)
         m.pack(self.text_dict_id, later=m.index_waits)
@@ -460,7 +462,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self.pending_index = True
         elif m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
-            self.index_typed(msg_id, m.text)
+            self.index_typed(msg_id, m.text, m.typed)
         if m.raw is not None:
             self.conn.execute(
                 "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",

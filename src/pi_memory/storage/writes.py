@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .store import NewEntry, NewMessage, SessionRow, Store
@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 BATCH = 200
 INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `pack`)
 
-# Run after each write with (store, session id -> new msg ids); components above storage register here.
-AFTER_WRITE: list[Callable[[Store, dict[str, list[int]]], None]] = []
+# Run after each write with (store, session id -> new msg ids, planned work per new session: see
+# `SessionWrite.planned`); components above storage register here.
+AFTER_WRITE: list[Callable[[Store, dict[str, list[int]], dict[str, tuple[Any, list[int]]]], None]] = []
 
 
 @dataclass
@@ -37,6 +38,10 @@ class SessionWrite:
     row: SessionRow | None = None  # created or widened in the same transaction
     source: tuple[str, int, int] | None = None  # (path, size, mtime_ns), recorded once its runs are built
     unfinished: list[int] = field(default_factory=list)  # archived messages still without a run (a killed import)
+    # Work planned from the whole file for a session the archive did not have (its runs, numbered by
+    # message position): handed to the hooks with the ids the messages got, when every message was
+    # added and the session was still new inside the transaction; otherwise the hooks read it back.
+    planned: Any = None
 
 
 def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
@@ -50,13 +55,17 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     were added, per session, in its own transaction (runs hang off this).
     """
     added_ids: dict[str, list[int]] = {}
+    by_unit: dict[int, list[int]] = {}
     skipped = 0
     for txn in pack(units):
         with store.write():
             totals: dict[str, int] = {}
             for unit, chunk, first, _last in txn:
-                skipped += _write_chunk(store, unit, chunk, first, added_ids, totals)
+                skipped += _write_chunk(store, unit, chunk, first, by_unit.setdefault(id(unit), []), totals)
             store.add_to_counters(totals)
+    for unit in units:
+        if by_unit.get(id(unit)):
+            added_ids.setdefault(unit.session_id, []).extend(by_unit[id(unit)])
     added = sum(len(v) for v in added_ids.values())
     # only a new user message can become a session's first one
     new_users = {u.session_id for u in units if u.session_id in added_ids and any(m.role == "user" for m in u.messages)}
@@ -68,7 +77,7 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
         if unit.unfinished:
             added_ids.setdefault(unit.session_id, []).extend(unit.unfinished)
     if added_ids:
-        after_messages_added(store, added_ids)
+        after_messages_added(store, added_ids, _planned(store, units, by_unit))
     _record_sources(store, units)
     return added, skipped
 
@@ -86,18 +95,42 @@ def _record_sources(store: Store, units: list[SessionWrite]) -> None:
                 store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2], now + i)
 
 
-def after_messages_added(store: Store, added_ids: dict[str, list[int]]) -> None:
-    """Run the `AFTER_WRITE` hooks for new messages (session id -> ids), or keep them for later."""
+def _planned(
+    store: Store, units: list[SessionWrite], by_unit: dict[int, list[int]]
+) -> dict[str, tuple[Any, list[int]]]:
+    """Planned work of the units written whole, with their message ids in file order: every message
+    was added, and the session holds nothing else (a live writer may have added to it meanwhile;
+    then the hooks read the session back instead)."""
+    sessions = [u.session_id for u in units]
+    whole = [
+        u
+        for u in units
+        if u.planned is not None
+        and len(by_unit.get(id(u), [])) == len(u.messages) > 0
+        and not u.unfinished
+        and sessions.count(u.session_id) == 1
+    ]
+    if not whole:
+        return {}
+    counts = store.message_counts([u.session_id for u in whole])
+    return {u.session_id: (u.planned, by_unit[id(u)]) for u in whole if counts.get(u.session_id) == len(u.messages)}
+
+
+def after_messages_added(
+    store: Store, added_ids: dict[str, list[int]], planned: dict[str, tuple[Any, list[int]]] | None = None
+) -> None:
+    """Run the `AFTER_WRITE` hooks for new messages (session id -> ids), or keep them for later
+    (a deferring store keeps only the ids: its hooks read the messages back when they run)."""
     if store.deferred_hooks is not None:
         for session_id, ids in added_ids.items():
             store.deferred_hooks.setdefault(session_id, []).extend(ids)
     else:
-        _run_hooks(store, added_ids)
+        _run_hooks(store, added_ids, planned or {})
 
 
-def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:
+def _run_hooks(store: Store, added_ids: dict[str, list[int]], planned: dict[str, tuple[Any, list[int]]]) -> None:
     for hook in AFTER_WRITE:
-        hook(store, added_ids)
+        hook(store, added_ids, planned)
 
 
 def run_deferred_hooks(store: Store) -> bool:
@@ -107,7 +140,7 @@ def run_deferred_hooks(store: Store) -> bool:
     if not store.deferred_hooks:
         return indexed
     pending, store.deferred_hooks = store.deferred_hooks, {}
-    _run_hooks(store, pending)
+    _run_hooks(store, pending, {})
     return True
 
 
@@ -116,17 +149,18 @@ def _write_chunk(
     unit: SessionWrite,
     chunk: list[NewMessage],
     first: bool,
-    added_ids: dict[str, list[int]],
+    added_ids: list[int],
     totals: dict[str, int],
 ) -> int:
-    """One session's part of a transaction; returns how many messages were already there."""
+    """One session's part of a transaction (the ids it adds go to `added_ids`); returns how many
+    messages were already there."""
     if first and unit.row is not None:
         store.ensure_session(unit.row)
     added: list[NewMessage] = []
     for m in chunk:
         msg_id = store.insert_message(m)
         if msg_id is not None:
-            added_ids.setdefault(unit.session_id, []).append(msg_id)
+            added_ids.append(msg_id)
             added.append(m)
     store.finish_batch(unit.session_id, added, totals)
     if first:

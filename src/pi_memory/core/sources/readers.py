@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import claude, codex
-from .pi import ParsedSession, decode_line, default_sessions_dir, iter_file_lines, parse_lines
+from .pi import ParsedSession, decode_line, default_sessions_dir, parse_lines
 
 AGENTS = ("pi", "claude", "codex")
 CLAUDE_TYPES = frozenset(
@@ -112,7 +112,11 @@ def reader_for(path: Path, agent: str | None = None) -> Reader:
 
 
 def read_session_file(path: Path, agent: str | None = None) -> ParsedSession:
-    return reader_for(path, agent).parse(iter_file_lines(path))
+    """A whole session file, opened once: its format is sniffed from the lines read (the readers
+    hold a file's lines in memory anyway)."""
+    with open(path, "rb") as fh:
+        lines = fh.readlines()
+    return reader_for(path, agent or sniff_lines(lines) or "pi").parse(lines)
 
 
 def open_tail(reader: Reader, lines: list[bytes]) -> int:
