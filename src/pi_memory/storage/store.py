@@ -102,7 +102,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         try:
             store._configure()
             store.migrate()
-            store.load_dictionaries()
+            store.watch_dictionaries()
             store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             conn.close()
@@ -149,27 +149,27 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
 
     TRAIN_AFTER = 1_000  # messages archived before the archive's dictionary is trained from them
 
-    def load_dictionaries(self, missing: int = 0) -> None:
-        """Register every dictionary of `codec_dict` with the codec; the newest packs new text.
-
-        Also leaves a reloader with the codec: a row packed with a dictionary another process
-        trained after this one opened the archive is read after one more look at the table.
-        """
+    def load_dictionaries(self) -> None:
+        """Register every dictionary of `codec_dict` with the codec; the newest packs new text."""
         rows = self.rows("SELECT id, data FROM codec_dict ORDER BY created_at, rowid")
         for _, data in rows:
             codec.register_dictionary(bytes(data))
         if rows:
             self.text_dict_id = int(rows[-1][0])
-        if not missing:
-            ref = weakref.ref(self)
 
-            def reload(dict_id: int) -> None:
-                store = ref()
-                if store is not None:
-                    store.load_dictionaries(dict_id)
+    def watch_dictionaries(self) -> None:
+        """Leave a reloader with the codec: a row packed with a dictionary this process has not
+        registered yet (trained by another process, or not looked up: the table is read when a
+        write or a row needs it, not at open) is read after one look at `codec_dict`."""
+        ref = weakref.ref(self)
 
-            self._reloader = reload
-            codec._RELOADERS.append(reload)
+        def reload(dict_id: int) -> None:
+            store = ref()
+            if store is not None:
+                store.load_dictionaries()
+
+        self._reloader = reload
+        codec._RELOADERS.append(reload)
 
     def _forget_reloader(self) -> None:
         reload = getattr(self, "_reloader", None)
@@ -185,7 +185,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         top = self.max_msg_id()
         if top < max(self._codec_check_at, self.TRAIN_AFTER):
             return 0
-        self.load_dictionaries(missing=1)
+        self.load_dictionaries()
         if not self.text_dict_id:
             self._train_dictionary()
         self._codec_check_at = top * 2  # too little to learn from yet: try again at twice the size
@@ -203,7 +203,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                     "INSERT OR IGNORE INTO codec_dict(id, created_at, data) VALUES (?,?,?)",
                     (dict_id, int(time.time() * 1000), data),
                 )
-        self.load_dictionaries(missing=dict_id)
+        self.load_dictionaries()
         if self.text_dict_id == dict_id:
             self._repack_first_messages(dict_id)
 

@@ -256,6 +256,8 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 def check(ctx: click.Context) -> None:
     """Run SQLite's full integrity check; a damaged archive is moved aside (a team archive: recount its counters)."""
     with open_archive(ctx) as archive:
+        if archive.recovered_from is not None:  # damage found on opening: moved aside already (see the warning)
+            raise click.ClickException(f"integrity check failed ({archive.recovery_reason})")
         errors = archive.check()
         if errors and archive.is_team:
             raise click.ClickException(f"team archive check failed: {'; '.join(errors)}")
