@@ -29,7 +29,7 @@ PACKAGE_ROOT = str(Path(pi_memory.__file__).resolve().parent.parent)
 def many_sessions(folder: Path, n: int) -> Path:
     """`n` copies of a real pi session under distinct session ids: enough files for the parse worker."""
     lines = VUE.read_bytes().splitlines(keepends=True)
-    folder.mkdir()
+    folder.mkdir(parents=True)
     for i in range(n):
         header = json.loads(lines[0])
         header["id"] = f"copy-{i:04d}"
@@ -187,3 +187,28 @@ def test_plain_and_packed_message_rows_live_side_by_side(tmp_path: Path, monkeyp
         assert {h.session_id for h in a.search("响应式", limit=50)} == {"copy-0000", "copy-0001"}
         texts = [[m.text for m in a.read(sid, before=50, after=0).messages] for sid in ("copy-0000", "copy-0001")]
         assert texts[0] == texts[1] and texts[0]
+
+
+AHEAD_SCRIPT = """
+import sys
+from pi_memory import Archive
+from pi_memory.ingest import importer
+
+importer.AHEAD_BYTES = 1 << 40  # only the request bound holds the workers back
+archive = Archive.open(sys.argv[1])
+print(archive.import_paths([sys.argv[2]]).added)
+"""
+
+
+def test_a_worker_far_ahead_with_long_paths_never_blocks_the_import(tmp_path: Path) -> None:
+    # answers larger than the worker's pipe and more requests than the request pipe holds: were
+    # the requests not bounded, the writer would block on a full request pipe while the worker
+    # blocks on a full answer pipe, and the import would hang
+    deep = tmp_path / ("d" * 100) / ("e" * 100) / ("f" * 40)
+    folder = many_sessions(deep, 240)
+    assert len(str(next(folder.iterdir()))) > 250
+    db = tmp_path / "a.db"
+    cmd = [sys.executable, "-", str(db), str(folder)]
+    done = subprocess.run(cmd, env=env(), input=AHEAD_SCRIPT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(23 * 240)]

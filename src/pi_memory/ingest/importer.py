@@ -294,8 +294,9 @@ class Importer:
         """Many files: worker processes parse, render, tokenize and compress while this one writes.
 
         The two halves cost about the same, so on two cores this nearly doubles the rate.
-        At most `IN_FLIGHT` files are ahead of the writer, so memory stays flat. A worker that
-        dies is not fatal: its files are read here instead.
+        The workers stay up to `AHEAD_BYTES` of source ahead of the writer; their answers wait in
+        a pipe of bounded size, so memory stays flat. A worker that dies is not fatal: its files
+        are read here instead.
         """
         report = ImportReport()
         ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done))
@@ -339,7 +340,7 @@ class PreparedFile:
 
 
 class _Ahead:
-    """Files in order, each with its parse result, parsed up to `IN_FLIGHT` files ahead by workers.
+    """Files in order, each with its parse result, parsed ahead by workers (see `AHEAD_BYTES`).
 
     Yields (path, source, report of an unchanged/unreadable file or None, parse result or OSError or None).
     """
@@ -356,6 +357,8 @@ class _Ahead:
         self.workers = [Worker() for _ in range(_workers())]
         self.turn = 0
         self.queue: deque[tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | None]] = deque()
+        self.ahead_bytes = 0  # source bytes handed to workers and not yet taken back
+        self.ahead_requests = 0  # bytes of the requests among them (paths): see AHEAD_REQUEST_BYTES
 
     def __iter__(self) -> _Ahead:
         return self
@@ -365,6 +368,9 @@ class _Ahead:
         if not self.queue:
             raise StopIteration
         path, source, skipped, worker = self.queue.popleft()
+        if worker is not None and source is not None:
+            self.ahead_bytes -= source[1]
+            self.ahead_requests -= _request_bytes(path)
         if source is None:
             return path, None, skipped, None
         try:
@@ -373,7 +379,7 @@ class _Ahead:
             return path, source, None, exc
 
     def _refill(self) -> None:
-        while sum(1 for q in self.queue if q[3] is not None) < IN_FLIGHT:
+        while self.ahead_bytes < AHEAD_BYTES and self.ahead_requests < AHEAD_REQUEST_BYTES:
             path = next(self.todo, None)
             if path is None:
                 return
@@ -382,7 +388,11 @@ class _Ahead:
             if source is None:
                 self.queue.append((path, None, done, None))
                 continue
-            self.queue.append((path, source, None, self._submit(path)))
+            worker = self._submit(path)
+            if worker is not None:
+                self.ahead_bytes += source[1]
+                self.ahead_requests += _request_bytes(path)
+            self.queue.append((path, source, None, worker))
 
     def _submit(self, path: Path) -> Worker | None:
         """Hand the file to the next live worker; None: parse it here when its turn comes."""
@@ -418,7 +428,18 @@ class _Ahead:
 
 # Files parsed ahead by a worker process (`import` of many files); PI_MEMORY_IMPORT_WORKERS=0 turns it off.
 PARALLEL_MIN_FILES = 32
-IN_FLIGHT = 8
+# How far ahead of the writer the workers may parse: enough source to keep them busy while the
+# writer spends tens of ms on a flush (eight files ahead left a worker idle most of a flush of
+# short sessions). Their answers wait in the worker's pipe (`workers.PIPE_BYTES`), which bounds
+# memory whatever this is. The requests (paths) must fit in the request pipe (64 KB): a worker
+# blocked on a full answer pipe stops reading requests, and a writer blocked on a full request pipe
+# would never read its answers.
+AHEAD_BYTES = 4 << 20
+AHEAD_REQUEST_BYTES = 32 << 10
+
+
+def _request_bytes(path: Path) -> int:
+    return len(str(path).encode("utf-8", "surrogateescape")) + 64  # the path and the pickle around it
 
 
 def _workers() -> int:
