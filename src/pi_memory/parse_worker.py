@@ -11,8 +11,9 @@ This module is the child's side (`serve`); the parent's (`Worker`) is `ingest.wo
 
 Protocol: pickles over the child's stdin/stdout. The parent sends `(path, agent)`, the child
 answers `("ok", result)` or `("oserror", strerror)`, in order. End of input ends the child (so a
-killed importer leaves no worker behind). Requests are small and at most a few are in flight, so
-neither side can block the other on a full pipe.
+killed importer leaves no worker behind). The parent keeps the requests in flight under what the
+request pipe holds (`importer.AHEAD_REQUEST_BYTES`): a child blocked on a full answer pipe stops
+reading, and a parent blocked on a full request pipe would never read the answers.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from ..errors import ArchiveError
 from ..runs import forget
 from ..runs.table import PreparedRun, plan_file_runs, source_message
 from ..storage.rows import meta_json
-from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress, encode_text
+from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress
 from ..storage.writes import BATCH, SessionWrite
 from .workers import Worker, WorkerGone
 
@@ -199,7 +199,7 @@ class Importer:
     ) -> SessionWrite | None:
         """What of this session is new: tokenized messages and the other entries.
 
-        `prepared`: the parse worker's work on this file (messages cut and packed, by hash; the
+        `prepared`: the parse worker's work on this file (messages cut, by hash; the
         session's runs, used when the archive does not have the session yet).
         """
         tokens = prepared.cuts if prepared is not None else None
@@ -322,7 +322,6 @@ class Cut(NamedTuple):
 
     chars: str
     grams: str
-    packed: str | bytes | None  # the text as `msg.text` stores it
     packed_raw: bytes | None  # the verbatim line, packed
     raw: bytes | None  # the verbatim line it was packed from
     typed: str  # the characters typed in a script that folds to another (`msg_typed`)
@@ -331,7 +330,7 @@ class Cut(NamedTuple):
 
 @dataclass
 class PreparedFile:
-    """One file as the parse worker leaves it: parsed, its messages cut and packed (by hash),
+    """One file as the parse worker leaves it: parsed, its messages cut (by hash),
     and the session's runs planned by message position (None: an optional summarizer is set)."""
 
     parsed: ParsedSession
@@ -451,7 +450,7 @@ def _workers() -> int:
 
 def parse_and_tokenize(path: str, agent: str | None) -> PreparedFile:
     """Read one session file, cut its indexed messages into tokens, compress every message's
-    text and verbatim line, and plan the session's runs (pure; runs in a worker). The first
+    verbatim line (its text is packed by the writer, who knows the archive's dictionary), and plan the session's runs (pure; runs in a worker). The first
     message of a hash is the one kept."""
     parsed = read_session_file(Path(path), agent)
     cuts: dict[str, Cut] = {}
@@ -477,7 +476,7 @@ def _cut(entry: Entry) -> Cut:
         typed = " ".join(surface_chars(rendered.text))
     packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
     meta = meta_json(rendered.meta)
-    return Cut(chars, grams, encode_text(rendered.text), packed_raw, entry.raw, typed, meta)
+    return Cut(chars, grams, packed_raw, entry.raw, typed, meta)
 
 
 def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PreparedRun] | None:
@@ -505,7 +504,6 @@ def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
     if cut is None:
         m.prepare()
         return
-    m.packed = cut.packed
     if m.raw == cut.raw:  # the same line (a later line with the same hash has its own verbatim copy and meta)
         m.packed_raw = cut.packed_raw
         m.meta_json = cut.meta

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
@@ -291,7 +291,7 @@ def _slim(run: PreparedRun) -> PreparedRun:
 
 def renumbered(run: PreparedRun, ids: list[int]) -> PreparedRun:
     """A planned run with message positions replaced by the ids the messages got."""
-    run.group = [RunMessage(ids[m.msg_id], None, m.role, "", {}, None, m.ts) for m in run.group]
+    run.group = [replace(m, msg_id=ids[m.msg_id]) for m in run.group]
     run.summary.renumber(ids)
     return run
 

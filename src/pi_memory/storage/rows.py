@@ -61,9 +61,8 @@ class NewMessage:
 
     def pack(self, dict_id: int = 0, later: bool = False) -> None:
         """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
-        the transaction (SQLite's storage). Text a parse worker packed without that dictionary is
-        packed again (~10 us). A parse worker leaves the text plain (it does not know the archive's
-        dictionary): the writer packs it here. `later`: the text stays plain, to be packed with the
+        the transaction (SQLite's storage). A parse worker leaves the text to the writer (it does
+        not know the archive's dictionary): it is packed here. `later`: the text stays plain, to be packed with the
         message's deferred index entry (`Store.index_pending`)."""
         if later and self.packed is None:
             self.packed = self.text

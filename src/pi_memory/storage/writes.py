@@ -13,6 +13,7 @@ for the owner's idle moment on a deferring store (the bridge).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -101,14 +102,14 @@ def _planned(
     """Planned work of the units written whole, with their message ids in file order: every message
     was added, and the session holds nothing else (a live writer may have added to it meanwhile;
     then the hooks read the session back instead)."""
-    sessions = [u.session_id for u in units]
+    units_of = Counter(u.session_id for u in units)
     whole = [
         u
         for u in units
         if u.planned is not None
         and len(by_unit.get(id(u), [])) == len(u.messages) > 0
         and not u.unfinished
-        and sessions.count(u.session_id) == 1
+        and units_of[u.session_id] == 1
     ]
     if not whole:
         return {}
