@@ -156,3 +156,27 @@ def test_a_run_no_term_stands_for_counts_for_no_text() -> None:
     assert len(q.run_traces) == 1
     tf, _ = scoring.term_frequencies(["的原", "model value"], q)
     assert scoring.missed_runs_factors(tf > 0, q).tolist() == [1.0, 1.0]
+
+
+def test_the_trigram_bonus_counts_a_trigram_in_any_spelling_and_never_across_two_texts() -> None:
+    texts = ["缓存索引的方案", "緩存索引", "缓存 索引", "甲缓存", "索乙"]
+    q = prepared("缓存索")
+    counts = scoring.cjk_counts(texts, q.alphabet)
+    tf, _ = scoring.term_frequencies(texts, q, counts)
+    totals = scoring.trigram_totals(counts, tf > 0, q).tolist()
+    expected = [sum(p.weight for p in q.phrases if any(f in text for f in p.forms)) for text in texts]
+    assert totals == expected
+    assert totals[0] > 0 and totals[1] > 0  # as typed, and in the traditional spelling
+    assert totals[2:] == [0.0, 0.0, 0.0]  # a space between, and `缓存` ending one text with `索` starting the next
+
+
+def test_scoring_reads_texts_holding_lone_surrogates() -> None:
+    [doc] = scoring.score_documents(["缓存\ud800索引"], [3.0], 3.0, prepared("缓存"))
+    assert doc.score > 0
+
+
+def test_words_adjacent_skips_an_occurrence_inside_a_longer_word_and_finds_the_next() -> None:
+    assert scoring.words_adjacent("bathe system, the system", "the", "system")
+    assert not scoring.words_adjacent("bathe system", "the", "system")
+    assert not scoring.words_adjacent("the systems", "the", "system")
+    assert scoring.words_adjacent("the_x the--system", "the", "system")

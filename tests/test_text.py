@@ -157,3 +157,20 @@ def test_fast_normalization_folds_traditional_characters_and_keeps_the_length():
 
     assert normalize_fast("寶玉發現 Vue") == "宝玉发现 vue"
     assert normalize_fast("plain ascii Text") == "plain ascii text"
+
+
+def test_fast_folding_matches_the_character_table_on_mixed_text_and_keeps_lone_surrogates():
+    from pi_memory.core.text import _char_fold_table, fold_chars, normalize_fast, normalize_lower
+
+    text = "紅樓夢 第一回 甄士隱夢幻識通靈 賈雨村風塵懷閨秀 😀 \ud800 end"
+    assert fold_chars(text) == text.translate(_char_fold_table())
+    # a caller that has the lower-cased text already passes it, and gets the same
+    assert normalize_fast("寶玉 Vue", lower=normalize_lower("寶玉 Vue")) == normalize_fast("寶玉 Vue")
+
+
+def test_a_snippet_is_centred_on_the_earliest_needle_whatever_order_the_needles_come_in():
+    from pi_memory.core.text import snippet
+
+    text = "x" * 400 + "索引" + "y" * 400 + "缓存" + "z" * 400
+    assert snippet(text, ["缓存", "索引"]).count("⟦索引⟧") == 1
+    assert "⟦缓存⟧" not in snippet(text, ["缓存", "索引"])

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -118,8 +119,6 @@ def prepare(
         forms += tuple(sorted(f for f in exact if f not in forms and len(f) == len(t.text)))
         meaningful = t.kind != "char" or t.text in alone
         terms.append(Term(t.text, t.kind, weights.get(t.text, 0.0), forms, frozenset(exact), meaningful))
-    chars = sorted({ch for t in terms if t.kind in ("char", "gram") for f in t.forms for ch in f})
-    alphabet = {ch: i + 1 for i, ch in enumerate(chars)}
     position = {t.text: i for i, t in enumerate(terms)}
     phrases, pairs = [], []
     for p in query_phrases(norm_query, weights):
@@ -129,6 +128,12 @@ def prepare(
                 pairs.append((position[a], position[b], p.weight))
         elif p.text[:2] in position and p.text[1:] in position:
             phrases.append(Phrase3(surface_forms(p.text), p.weight, (position[p.text[:2]], position[p.text[1:]])))
+    # every character of every spelling counted: the terms' and the trigrams' (whose spellings,
+    # capped separately, may hold a variant no capped pair spelling has)
+    spellings = [f for t in terms if t.kind in ("char", "gram") for f in t.forms] + [
+        f for p in phrases for f in p.forms
+    ]
+    alphabet = {ch: i + 1 for i, ch in enumerate(sorted({ch for f in spellings for ch in f}))}
     words = {t.text: i for i, t in enumerate(terms) if t.kind == "word"}
     run_terms = tuple(words.get(run, -1) if run.isascii() else -1 for run in runs)
     traces = tuple(t for t in (run_trace(run, terms) for run in runs) if t)
@@ -149,7 +154,8 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
     """The score of each lower-cased text (one per candidate, its length in tokens beside it)."""
     if not texts or not q.terms:
         return [DocScore(0.0, False) for _ in texts]
-    tf, exact = term_frequencies(texts, q)
+    counts = cjk_counts(texts, q.alphabet) if q.alphabet else None
+    tf, exact = term_frequencies(texts, q, counts)
     weights = np.array([t.weight for t in q.terms])
     effective = weights * np.where(exact | ~_cjk_mask(q), 1.0, FOLDED_ONLY_WEIGHT)
     norm = ranking.K1 * (1.0 - ranking.B + ranking.B * np.asarray(lengths, dtype=float) / max(avg_len, 1.0))
@@ -159,15 +165,16 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
     meaningful = np.asarray(present[:, [i for i, t in enumerate(q.terms) if t.meaningful]].any(axis=1))
     total = float(weights.sum())
     factors = missed_runs_factors(present, q).tolist()
+    trigrams = trigram_totals(counts, present, q).tolist()
     out = []
     # plain lists: element access on NumPy rows costs ~10x a list's, and this loop is per candidate
-    for text, doc_base, doc_covered, doc_meaningful, doc_present, factor in zip(
-        texts, base.tolist(), covered.tolist(), meaningful.tolist(), present.tolist(), factors, strict=True
+    for text, doc_base, doc_covered, doc_meaningful, doc_present, factor, doc_trigrams in zip(
+        texts, base.tolist(), covered.tolist(), meaningful.tolist(), present.tolist(), factors, trigrams, strict=True
     ):
         if doc_covered <= 0:
             out.append(DocScore(0.0, False))
             continue
-        score = doc_base + ranking.PHRASE_WEIGHT * _phrase_total(text, q, doc_present)
+        score = doc_base + ranking.PHRASE_WEIGHT * (doc_trigrams + _word_pairs_total(text, q, doc_present))
         if q.runs and _holds_every_run(text, q, doc_present):
             score += EXACT_RUNS_BONUS * total
         score *= factor
@@ -189,19 +196,21 @@ def _cjk_mask(q: PreparedQuery) -> np.ndarray:
     return np.array([t.kind in ("char", "gram") for t in q.terms])
 
 
-def term_frequencies(texts: list[str], q: PreparedQuery) -> tuple[np.ndarray, np.ndarray]:
+def term_frequencies(
+    texts: list[str], q: PreparedQuery, counts: CjkCounts | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(tf, exact): per text and term, occurrences in any spelling, and whether a typed spelling is among them."""
     n, size = len(texts), len(q.alphabet) + 1
     tf = np.zeros((n, len(q.terms)))
     exact = np.zeros((n, len(q.terms)), dtype=bool)
     if q.alphabet:
-        chars, pairs = cjk_counts(texts, q.alphabet)
+        counts = counts or cjk_counts(texts, q.alphabet)
         for j, term in enumerate(q.terms):
             if term.kind not in ("char", "gram"):
                 continue
             for form in term.forms:
                 codes = [q.alphabet[ch] for ch in form]
-                found = chars[:, codes[0]] if len(codes) == 1 else pairs[:, codes[0] * size + codes[1]]
+                found = counts.chars[:, codes[0]] if len(codes) == 1 else counts.pairs[:, codes[0] * size + codes[1]]
                 tf[:, j] += found
                 if form in term.exact:
                     exact[:, j] |= found > 0
@@ -213,25 +222,62 @@ def term_frequencies(texts: list[str], q: PreparedQuery) -> tuple[np.ndarray, np
     return tf, exact
 
 
-def cjk_counts(texts: list[str], alphabet: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Per text: the count of each alphabet character (column = its index) and of each adjacent pair
-    (column = first * size + second), where size = len(alphabet) + 1 and index 0 is any other character."""
+@dataclass(frozen=True)
+class CjkCounts:
+    """What one pass over all candidates' characters finds, per text (row)."""
+
+    chars: np.ndarray  # count of each alphabet character: column = its index
+    pairs: np.ndarray  # count of each adjacent pair: column = first * size + second
+    # every adjacent triple of alphabet characters, once: text * size**3 + (a * size + b) * size + c, sorted
+    triples: np.ndarray
+
+
+def cjk_counts(texts: list[str], alphabet: dict[str, int]) -> CjkCounts:
+    """Every text's alphabet characters, adjacent pairs and triples, counted at C speed.
+
+    size = len(alphabet) + 1; index 0 is any other character, so no pair or
+    triple spans one, nor the NUL joint between two texts.
+    """
     size, n = len(alphabet) + 1, len(texts)
-    codes = np.frombuffer("\x00".join(texts).encode("utf-32-le"), dtype=np.uint32)
+    codes = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     top = max(ord(ch) for ch in alphabet) + 1
     lookup = np.zeros(top + 1, dtype=np.int32)  # lookup[top]: every code above the alphabet's
     for ch, i in alphabet.items():
         lookup[ord(ch)] = i
     index = np.take(lookup, codes, mode="clip")
+    # from here on only the positions of alphabet characters (a few percent of the text)
+    where = np.flatnonzero(index > 0)  # on booleans: ~3x faster than on the integers
+    idx = index[where].astype(np.int64)
     # each text's own characters and the NUL joint after it belong to that text
-    doc = np.repeat(np.arange(n, dtype=np.int32), [len(t) + 1 for t in texts])[: len(index)]
-    hit = index > 0
-    chars = np.bincount(doc[hit] * size + index[hit], minlength=n * size).reshape(n, size)
-    both = hit[:-1] & hit[1:]
-    first, second = index[:-1][both], index[1:][both]
-    pair_code = doc[:-1][both] * (size * size) + first * size + second
-    pairs = np.bincount(pair_code, minlength=n * size * size).reshape(n, size * size)
-    return chars, pairs
+    doc = np.searchsorted(np.cumsum([len(t) + 1 for t in texts]), where, side="right")
+    chars = np.bincount(doc * size + idx, minlength=n * size).reshape(n, size)
+    adjacent = where[1:] == where[:-1] + 1
+    head = doc[:-1] * size + idx[:-1]
+    pairs = np.bincount((head * size + idx[1:])[adjacent], minlength=n * size * size).reshape(n, size * size)
+    three = adjacent[:-1] & adjacent[1:]
+    triples = ((head[:-1] * size + idx[1:-1]) * size + idx[2:])[three]
+    return CjkCounts(chars, pairs, np.unique(triples))
+
+
+def trigram_totals(counts: CjkCounts | None, present: np.ndarray, q: PreparedQuery) -> np.ndarray:
+    """Per text, the summed weight of the query's CJK trigrams it holds in any spelling (both of a
+    trigram's pairs present too): every spelling of every trigram looked up at once."""
+    n = present.shape[0]
+    if counts is None or not q.phrases or counts.triples.size == 0:
+        return np.zeros(n)
+    size = len(q.alphabet) + 1
+    codes: list[int] = []  # every spelling's code
+    first_form: list[int] = []  # where each trigram's spellings begin among them
+    for p in q.phrases:
+        first_form.append(len(codes))
+        codes += [(q.alphabet[f[0]] * size + q.alphabet[f[1]]) * size + q.alphabet[f[2]] for f in p.forms]
+    wanted = np.arange(n, dtype=np.int64)[:, None] * size**3 + np.array(codes, dtype=np.int64)[None, :]
+    at = np.minimum(np.searchsorted(counts.triples, wanted), counts.triples.size - 1)
+    found = np.logical_or.reduceat(counts.triples[at] == wanted, first_form, axis=1)
+    pairs = np.array([p.pairs for p in q.phrases])
+    held = found & present[:, pairs[:, 0]] & present[:, pairs[:, 1]]
+    totals: np.ndarray = held @ np.array([p.weight for p in q.phrases])
+    return totals
 
 
 def count_word(text: str, word: str) -> int:
@@ -258,11 +304,8 @@ def _holds_every_run(text: str, q: PreparedQuery, present: list[bool]) -> bool:
     return True
 
 
-def _phrase_total(text: str, q: PreparedQuery, present: list[bool]) -> float:
+def _word_pairs_total(text: str, q: PreparedQuery, present: list[bool]) -> float:
     total = 0.0
-    for p in q.phrases:
-        if present[p.pairs[0]] and present[p.pairs[1]] and any(f in text for f in p.forms):
-            total += p.weight
     for a, b, weight in q.word_pairs:
         if present[a] and present[b] and words_adjacent(text, q.terms[a].text, q.terms[b].text):
             total += weight
@@ -270,20 +313,24 @@ def _phrase_total(text: str, q: PreparedQuery, present: list[bool]) -> float:
 
 
 def words_adjacent(text: str, a: str, b: str) -> bool:
-    """`a`, then 1-3 characters that are not word characters, then `b`; both whole words."""
-    pos = text.find(a)
-    while pos >= 0:
-        if pos == 0 or not _is_word_char(text[pos - 1]):
-            gap = pos + len(a)
-            for k in range(1, 4):
-                sep = text[gap : gap + k]
-                if len(sep) < k or _is_word_char(sep[-1]):
-                    break
-                after = gap + k + len(b)
-                if text.startswith(b, gap + k) and (after >= len(text) or not _is_word_char(text[after])):
-                    return True
-        pos = text.find(a, pos + 1)
+    """`a`, then 1-3 characters that are not word characters, then `b`; both whole words.
+
+    The regex starts with the literal `a`, so the engine skips to each occurrence at C speed;
+    only a match inside a longer word (`the` of `bathe`) sends the search on from the next one.
+    """
+    pattern = _adjacent_pattern(a, b)
+    found = pattern.search(text)
+    while found is not None:
+        start = found.start()
+        if start == 0 or not _is_word_char(text[start - 1]):
+            return True
+        found = pattern.search(text, start + 1)
     return False
+
+
+@lru_cache(maxsize=1024)
+def _adjacent_pattern(a: str, b: str) -> re.Pattern[str]:
+    return re.compile(re.escape(a) + r"\W{1,3}" + re.escape(b) + r"(?!\w)")
 
 
 def _is_word_char(ch: str) -> bool:
