@@ -174,3 +174,11 @@ def test_a_snippet_is_centred_on_the_earliest_needle_whatever_order_the_needles_
     text = "x" * 400 + "索引" + "y" * 400 + "缓存" + "z" * 400
     assert snippet(text, ["缓存", "索引"]).count("⟦索引⟧") == 1
     assert "⟦缓存⟧" not in snippet(text, ["缓存", "索引"])
+
+
+def test_surface_chars_finds_the_same_characters_in_a_short_query_and_a_long_text():
+    from pi_memory.core.text import SHORT_TEXT, surface_chars
+
+    short = "燦爛的構造 and 构造"
+    long = (short + " ") * (SHORT_TEXT // len(short) + 1)
+    assert surface_chars(short) == surface_chars(long) == ["構", "燦", "爛"]

@@ -66,6 +66,10 @@ RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
 RARE_CANDIDATES = 30
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
+# ... when the rare track found a full set already: a question's common words (`的`, `是`, `what`)
+# then only bring long texts that never win (3 of 3,000 top-10 places in bench/search_bench.py's
+# questions), and cost a third of the reading and scoring
+RECENT_BEHIND_FULL_RARE = 15
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
@@ -264,8 +268,11 @@ class Searcher:
             sql = f"SELECT id FROM ({union}) GROUP BY id ORDER BY sum(w) DESC, id DESC LIMIT ?"
         return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [self.rare_candidates])]
 
-    def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
-        if not anchors:
+    def _recent_candidates(
+        self, anchors: list[QueryToken], filters: Filters, use_or: bool = False, limit: int | None = None
+    ) -> list[int]:
+        limit = RECENT_CANDIDATES if limit is None else limit
+        if not anchors or limit <= 0:
             return []
         low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
         expr = fts_or(anchors) if use_or else fts_and(anchors)
@@ -277,14 +284,17 @@ class Searcher:
         if filters.active:
             sql += f" AND {where}"
         sql += " ORDER BY f.rowid DESC LIMIT ?"
-        return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + fparams + [RECENT_CANDIDATES])]
+        return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + fparams + [limit])]
 
     def candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         found = self._rare_candidates(plan, weights, filters)
         common = without_surface(plan.common)
         if common:
             anchors = common[:RECENT_ANCHORS]
-            recent = self._recent_candidates(anchors, filters)
+            full = len(found) >= self.rare_candidates
+            recent = self._recent_candidates(
+                anchors, filters, limit=RECENT_BEHIND_FULL_RARE if full else RECENT_CANDIDATES
+            )
             if not recent and not found:
                 recent = self._recent_candidates(anchors, filters, use_or=True)  # spec §7.1 ③'
             seen = set(found)

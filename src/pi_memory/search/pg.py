@@ -175,8 +175,11 @@ class PgSearcher(Searcher):
         sql += " ORDER BY c.s DESC, c.id DESC LIMIT %s"
         return [int(r[0]) for r in self.pg.rows(sql, params + [self.rare_candidates])]
 
-    def _recent_candidates(self, anchors: list[QueryToken], filters: Filters, use_or: bool = False) -> list[int]:
-        if not anchors:
+    def _recent_candidates(
+        self, anchors: list[QueryToken], filters: Filters, use_or: bool = False, limit: int | None = None
+    ) -> list[int]:
+        limit = RECENT_CANDIDATES if limit is None else limit
+        if not anchors or limit <= 0:
             return []
         low = max(0, self.pg.max_msg_id() - PG_RECENT_WINDOW)
         query = tsquery(anchors, "|" if use_or else "&")
@@ -188,7 +191,7 @@ class PgSearcher(Searcher):
         if filters.active:
             sql += " JOIN session s ON s.id = m.session_id"
         sql += f" WHERE {match} AND m.id > %s AND {where} ORDER BY m.id DESC LIMIT %s"
-        return [int(r[0]) for r in self.pg.rows(sql, [query, low] + fparams + [RECENT_CANDIDATES])]
+        return [int(r[0]) for r in self.pg.rows(sql, [query, low] + fparams + [limit])]
 
     def _expected_in_window(self, anchors: list[QueryToken], use_or: bool) -> float:
         """Rows of the window expected to hold the anchors, assuming tokens occur independently."""
