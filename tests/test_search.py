@@ -222,3 +222,31 @@ def test_real_archive_search_has_no_duplicate_messages(imported: Archive):
 
 def test_path_to_real_data_is_local():
     assert PI_DATA.exists()
+
+
+def test_the_recent_track_adds_only_a_few_messages_once_the_rare_track_is_full(
+    archive: Archive, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    from pi_memory.core import ranking
+    from pi_memory.core.text import normalize
+    from pi_memory.search import messages as search
+    from pi_memory.search import pg as pg_search
+
+    # `zebra` (8 messages) is rare, `common` (38) is not
+    monkeypatch.setattr(search, "RARE_POSTINGS_BUDGET", 10)
+    monkeypatch.setattr(pg_search, "PG_RARE_POSTINGS_BUDGET", 10)
+    monkeypatch.setattr(search, "RECENT_CANDIDATES", 5)
+    monkeypatch.setattr(search, "RECENT_BEHIND_FULL_RARE", 2)
+    texts = [f"zebra common note {i}" for i in range(8)] + [f"common filler {i}" for i in range(30)]
+    archive.import_paths([write_session(tmp_path / "s.jsonl", "dddddddd-4444", "/home/u/zoo", texts)])
+    searcher = archive.searcher
+
+    def candidates(rare_limit: int) -> list[int]:
+        searcher.rare_candidates = rare_limit
+        plan = searcher.plan("zebra common")
+        weights = ranking.token_weights(plan.tokens, plan.df, plan.n_docs, normalize("zebra common"))
+        return searcher.candidates(plan, weights, search.Filters())
+
+    assert len(candidates(20)) == 8 + 5  # the rare track holds every `zebra`: the recent track as usual
+    assert len(candidates(4)) == 4 + 2  # the rare track is full: two of the newest `common` only
+    assert [h.text for h in archive.search("zebra common", limit=3)][0].startswith("zebra common")

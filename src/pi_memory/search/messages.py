@@ -16,11 +16,12 @@ messages in `bench/scale.py`). So every step below is bounded by a constant:
    - `recent`: the other (common) tokens add the newest `RECENT_CANDIDATES`
      documents holding all of up to 3 of them, within the newest
      `RECENT_WINDOW` rowids (the spec's early-terminating `ORDER BY rowid
-     DESC`), with the spec's OR retry when nothing else was found.
+     DESC`), with the spec's OR retry when nothing else was found; only
+     `RECENT_BEHIND_FULL_RARE` of them when the rare track is full already.
    A character typed in a script that folds to another (`構`, whose `构` may
    be in every message) is also looked up as typed, in `msg_typed`, and
    joins the rare track from there.
-3. The ~45 candidates are scored exactly by `scoring.score_documents` (BM25
+3. The ~35-45 candidates are scored exactly by `scoring.score_documents` (BM25
    over all query tokens, lengths in tokens from FTS5's docsize, a small
    bonus for query tokens adjacent in the text, the typed spelling before
    a folded one), all at once and without folding them; recency only
@@ -67,9 +68,10 @@ RARE_CANDIDATES = 30
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 # ... when the rare track found a full set already: a question's common words (`的`, `是`, `what`)
-# then only bring long texts that never win (3 of 3,000 top-10 places in bench/search_bench.py's
-# questions), and cost a third of the reading and scoring
-RECENT_BEHIND_FULL_RARE = 15
+# then bring long texts that almost never win (3 of 3,000 top-10 places among bench/search_bench.py's
+# questions) and cost a third of the reading and scoring. bench/quality.py: 5 leaves every set as it
+# was with 15; 0 cost the CMRC questions 0.976 -> 0.975 R@1
+RECENT_BEHIND_FULL_RARE = 5
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 DF_CACHE_SIZE = 20_000
 DF_STALE_GROWTH = 0.02
