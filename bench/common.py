@@ -60,6 +60,15 @@ def git_commit() -> str:
         return "unknown"
 
 
+def export_revision(rev: str, into: Path) -> Path:
+    """`src/` of a git revision of this repository, for a baseline run of the same benchmark."""
+    repo = Path(__file__).resolve().parent.parent
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into / "src"
+
+
 def machine() -> dict[str, Any]:
     model = ""
     try:

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import latency_summary, result_header, save_json, table  # noqa: E402
+from common import export_revision, latency_summary, result_header, save_json, table  # noqa: E402
 from corpus import BASE_TS_MS, MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_session  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -194,14 +194,6 @@ def build_shape(folder: Path, words: Words, shape: str, messages: int) -> dict[s
 
 
 # --- running the import ------------------------------------------------------------------
-
-
-def export_revision(rev: str, into: Path) -> Path:
-    """`src/` of a git revision, for a baseline run of the same benchmark."""
-    into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "src"], capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
-    return into / "src"
 
 
 def run_import(src: Path, folder: Path, db: Path) -> dict[str, Any]:

@@ -15,21 +15,39 @@ is shared and noisy). The first query of a fresh process is reported as cold.
     python bench/search_bench.py --corpus ../shared/corpora --sizes 10000,30000,300000,1000000 \
         --work /tmp/pi-memory-search --json bench/results/search.json
     python bench/search_bench.py --corpus ../shared/corpora --sizes 30000 --work /tmp/pi-memory-search --reuse
+    python bench/search_bench.py --corpus ../shared/corpora --work /tmp/pi-memory-search --reuse --baseline ed4f935
+
+`--baseline REV` adds a same-run A/B: the query mix run by REV's code and by this code on the same
+archive, each in its own process (CPU time per query, so a neighbour's load counts less), the two
+alternated `--ab-rounds` times; each query's median over all passes and rounds, p50/p95/max per kind
+for both, and this code's p95 over the baseline's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import HAND_QUERIES, Timer, grow_archive, latency_summary, result_header, save_json, table  # noqa: E402
+from common import (  # noqa: E402
+    HAND_QUERIES,
+    Timer,
+    export_revision,
+    grow_archive,
+    latency_summary,
+    result_header,
+    save_json,
+    table,
+)
 from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
 from scale import bm25_query  # noqa: E402  (the same baseline as scale.py)
 
@@ -123,6 +141,54 @@ def measure(db: Path, mix: list[tuple[str, str]], passes: int, bm25_cap: int) ->
     }
 
 
+def cpu_per_query(db: Path, mix: list[tuple[str, str]], passes: int) -> list[list[float]]:
+    """Each query's CPU ms in each of `passes` warm passes (one warm-up pass first), in this process."""
+    archive = Archive.open(db)
+    for q, _ in mix:
+        archive.search(q, limit=10)
+    runs: list[list[float]] = [[] for _ in mix]
+    for _ in range(passes):
+        for i, (q, _) in enumerate(mix):
+            start = time.process_time()
+            archive.search(q, limit=10)
+            runs[i].append((time.process_time() - start) * 1000)
+    archive.close()
+    return runs
+
+
+def child_cpu_per_query(src: Path, db: Path, args: argparse.Namespace) -> list[list[float]]:
+    """`cpu_per_query` run by the code in `src` (a fresh process, `PYTHONPATH` first)."""
+    cmd = [sys.executable, __file__, "--child", str(db), "--corpus", str(args.corpus)]
+    cmd += ["--questions", str(args.questions), "--seed", str(args.seed), "--passes", str(args.passes)]
+    out = subprocess.run(cmd, env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True, text=True, check=True)
+    runs: list[list[float]] = json.loads(out.stdout)
+    return runs
+
+
+def same_run_ab(
+    db: Path, mix: list[tuple[str, str]], codes: dict[str, Path], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Both codes on one archive, alternated; per query the median of every pass of every round."""
+    runs: dict[str, list[list[float]]] = {label: [[] for _ in mix] for label in codes}
+    for _ in range(args.ab_rounds):
+        for label, src in codes.items():
+            for i, times in enumerate(child_cpu_per_query(src, db, args)):
+                runs[label][i] += times
+    medians = {label: [sorted(t)[len(t) // 2] for t in per_query] for label, per_query in runs.items()}
+    return {label: by_kind(mix, ms) for label, ms in medians.items()}
+
+
+def print_ab(size: int, ab: dict[str, Any], baseline: str) -> None:
+    rows = []
+    for kind in ab["this"]:
+        old, new = ab[baseline][kind], ab["this"][kind]
+        ratio = new["p95"] / max(old["p95"], 1e-9)
+        rows.append([kind, old["n"], old["p50"], old["p95"], new["p50"], new["p95"], f"x{ratio:.2f}"])
+    print(f"\n{size} messages, same-run A/B in CPU ms ({baseline} vs this code)")
+    heads = ["kind", "n", f"{baseline} p50", f"{baseline} p95", "this p50", "this p95", "p95 this/base"]
+    print(table(heads, rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=Path("../shared/corpora"))
@@ -134,7 +200,13 @@ def main() -> None:
     ap.add_argument("--bm25-queries", type=int, default=60, help="queries of the mix run through FTS5 bm25")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--baseline", default=None, help="git revision measured beside this code (same-run A/B)")
+    ap.add_argument("--ab-rounds", type=int, default=2, help="times the two codes alternate per archive")
+    ap.add_argument("--child", type=Path, default=None, help=argparse.SUPPRESS)  # one A/B side, JSON on stdout
     args = ap.parse_args()
+    if args.child:
+        print(json.dumps(cpu_per_query(args.child, query_mix(args.corpus, args.questions, args.seed), args.passes)))
+        return
     header = result_header("search", {k: str(v) for k, v in vars(args).items()})
     sizes = [int(s) for s in args.sizes.split(",") if s]
     args.work.mkdir(parents=True, exist_ok=True)
@@ -172,8 +244,23 @@ def main() -> None:
     print(f"\np95({sizes[-1]}) / p95({sizes[0]}) = {ratio:.2f};  p95({sizes[-1]}) / p95({mid}) = {ratio_30k:.2f}")
     data = header
     data.update({"builds": builds, "search": {str(k): v for k, v in results.items()}, "p95_ratio_vs_30k": ratio_30k})
+    if args.baseline:
+        data["baseline"] = args.baseline
+        data["same_run_ab_cpu_ms"] = ab_results(args, sizes, mix)
     data["queries"] = [{"query": q, "kind": k} for q, k in mix]
     save_json(args.json, data)
+
+
+def ab_results(args: argparse.Namespace, sizes: list[int], mix: list[tuple[str, str]]) -> dict[str, Any]:
+    """The same-run A/B at every size, printed and returned."""
+    with tempfile.TemporaryDirectory() as tmp:
+        codes = {args.baseline: export_revision(args.baseline, Path(tmp)), "this": Path(__file__).parents[1] / "src"}
+        out = {}
+        for size in sizes:
+            print(f"A/B: {len(mix)} queries at {size}, {args.ab_rounds} rounds ...", flush=True)
+            out[str(size)] = same_run_ab(args.work / f"search-{size}.db", mix, codes, args)
+            print_ab(size, out[str(size)], args.baseline)
+    return out
 
 
 if __name__ == "__main__":
