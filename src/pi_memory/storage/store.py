@@ -619,5 +619,16 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self.conn.execute("PRAGMA wal_autocheckpoint=0")
 
     def checkpoint(self) -> None:
-        """Copy the WAL into the database without waiting for readers or writers."""
-        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        """Copy the WAL into the database without waiting for readers or writers, then start the
+        next WAL at once when all of it was copied.
+
+        The first write after a complete checkpoint starts the WAL over, and SQLite syncs the new
+        WAL's header before that write's frames (synchronous=NORMAL): 0.3-10 ms of `fdatasync` on
+        this machine, which would land on the next live write. A write of one page that changes
+        nothing pays it now, at the owner's idle moment: the schema version written again as it is
+        (a row updated to its own value writes nothing: SQLite compares the bytes).
+        """
+        ((_busy, frames, copied),) = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        if frames > 0 and copied == frames and not self.conn.in_transaction:
+            with self.write():
+                self.conn.execute(f"PRAGMA user_version={self.user_version}")
