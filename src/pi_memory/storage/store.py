@@ -89,6 +89,15 @@ VALUES (?1,
 RETURNING id, seq"""
 
 
+def _packed_now(m: NewMessage) -> bytes:
+    """The verbatim line of a message that is already archived, compressed (an existing row is not
+    pending: nothing would compress a plain line later)."""
+    assert m.raw is not None
+    if m.packed_raw is None or codec.plain_line(m.packed_raw) is not None:
+        return compress(m.raw, m.text)
+    return m.packed_raw
+
+
 class Store(PendingIndex, RunSummaryIndex, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
@@ -503,7 +512,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         if m.raw is not None:
             self.conn.execute(
                 "UPDATE entry SET raw=?, entry_id=?, type=? WHERE msg_id=?",
-                (m.packed_raw or compress(m.raw, m.text), m.entry_id, m.entry_type, msg_id),
+                (_packed_now(m), m.entry_id, m.entry_type, msg_id),
             )
 
     def finish_batch(self, session_id: str, added: list[NewMessage], totals: dict[str, int] | None = None) -> None:
