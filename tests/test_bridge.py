@@ -254,7 +254,9 @@ def test_a_live_messages_verbatim_line_is_compressed_at_the_idle_moment_and_read
         assert all(plain_line(raw) is not None for raw, _ in before)  # the write left it as it is
         assert run_deferred_hooks(archive.store)
         after = lines(archive)
-        assert all(plain_line(raw) is None and len(raw) < len(old) for (raw, _), (old, _) in zip(after, before))
+        assert all(
+            plain_line(raw) is None and len(raw) < len(old) for (raw, _), (old, _) in zip(after, before, strict=True)
+        )
         assert [line for _, line in after] == [line for _, line in before]
         assert json.loads(after[1][1])["message"] == REPLY
         archive.capture_message("s7", {"role": "user", "content": "再來一次", "timestamp": 1_796_000_003_000})

@@ -107,7 +107,9 @@ class PendingIndex:
                 if not self.conn.changes():
                     continue  # another process claimed it
                 if line is not None:  # unless a later write (the file's own line) replaced it
-                    self.conn.execute("UPDATE entry SET raw = ? WHERE msg_id = ? AND raw = ?", (line[1], msg_id, line[0]))
+                    self.conn.execute(
+                        "UPDATE entry SET raw = ? WHERE msg_id = ? AND raw = ?", (line[1], msg_id, line[0])
+                    )
                 if has_tokens:
                     claimed.append((msg_id, nchars, text, toks))
             # every UPDATE before the first insert: an UPDATE after one would flush a segment per message

@@ -72,21 +72,24 @@ def _create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-# A new message's row; its seq is the session's max + 1. Finding that max reads every index entry of
-# the session (`msg_session_order` is ordered by ts, not seq): ~0.1 ms at 2,000 messages, on every
-# live write. So the writer passes (?11, ?12) = (id, seq) of the last message it added to the
-# session: while that row is still the newest of the whole table (max(id), one page), no message
-# was added since, and its seq is the session's max (any later row would have a larger id), so
-# the seq is ?12 + 1 without the scan. Anything else (another writer, a rollback) takes the scan.
+# A new message's row, its seq the session's max + 1 (a duplicate consumes none). Finding that max
+# reads every index entry of the session (`msg_session_order` is ordered by ts, not seq): ~0.1 ms
+# at 2,000 messages, on every live write. So a writer that knows the seq it gave the session's last
+# message passes the next one (`Store._next_seq`, `_INSERT_MSG_AT`); otherwise the statement finds it.
 _INSERT_MSG = """
 INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
-VALUES (?1,
-        CASE WHEN ?11 = (SELECT max(id) FROM msg)
-                  AND EXISTS (SELECT 1 FROM msg WHERE id = ?11 AND session_id = ?1 AND seq = ?12)
-             THEN ?12 + 1
-             ELSE (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1) END,
-        ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
 RETURNING id, seq"""
+_INSERT_MSG_AT = """
+INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
+VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+RETURNING id, seq"""
+# ... and that seq is still the session's max while the row that got it is the newest of the whole
+# table (max(id): one page): any later row would have a larger id. Anything else (another writer,
+# a rollback, a message forgotten) takes the scan. A statement of its own: SQLite computes a scalar
+# subquery of constant inputs before the rest, even in a CASE branch or coalesce() not taken.
+_SEQ_STILL_MAX = """
+SELECT (SELECT max(id) FROM msg) = ?1 AND EXISTS (SELECT 1 FROM msg WHERE id = ?1 AND session_id = ?2 AND seq = ?3)"""
 
 
 def _packed_now(m: NewMessage) -> bytes:
@@ -107,7 +110,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self.text_dict_id = 0  # the dictionary new text is packed with (`text_codec`); 0: none yet
         self._codec_check_at = 0  # the max msg id from which `text_codec` looks for a dictionary again
         self._first_users: dict[str, tuple[int, str]] = {}  # session -> (id, hash) of its first user message, as set
-        self._last_seq: dict[str, tuple[int, int]] = {}  # session -> (id, seq) of the last message this connection added
+        # session -> (id, seq, write transaction) of the last message this connection added to it
+        self._last_seq: dict[str, tuple[int, int, int]] = {}
+        self._txn = 0  # write transactions begun (`write`)
 
     # --- opening ------------------------------------------------------------------
 
@@ -314,6 +319,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
     def write(self) -> Iterator[None]:
         """One short write transaction; the lock is taken at BEGIN, not at first write."""
         self.conn.execute("BEGIN IMMEDIATE")
+        self._txn += 1
         try:
             yield
         except BaseException:
@@ -475,18 +481,16 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         # a live message's text is packed with its index entry, at the idle moment (`index_pending`)
         m.pack(self.text_dict_id, later=m.index_waits)
         indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
-        last_id, last_seq = self._last_seq.get(m.session_id, (None, None))
-        added = self.conn.execute(_INSERT_MSG, (
-            m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash,
-            last_id, last_seq,
-        )).fetchall()  # fmt: skip
+        row = (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash)
+        seq = self._next_seq(m.session_id)
+        added = self.rows(_INSERT_MSG, row) if seq is None else self.rows(_INSERT_MSG_AT, (*row, seq))
         if not added:
             self._reconcile_entry_id(m)
             return None
         msg_id, seq = int(added[0][0]), int(added[0][1])
         if len(self._last_seq) > 1000:
             self._last_seq.clear()
-        self._last_seq[m.session_id] = (msg_id, seq)
+        self._last_seq[m.session_id] = (msg_id, seq, self._txn)
         if m.index_waits:
             self.pending_index = True
         elif m.indexed:
@@ -498,6 +502,20 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw),
             )
         return msg_id
+
+    def _next_seq(self, session_id: str) -> int | None:
+        """The session's next seq when this connection added its last message and nothing was added
+        since: sure inside the same write transaction (an import's session), else asked of the
+        table (`_SEQ_STILL_MAX`, a live write); None: the insert finds it."""
+        last = self._last_seq.get(session_id)
+        if last is None:
+            return None
+        msg_id, seq, txn = last
+        if (txn != self._txn or not self.conn.in_transaction) and not self.scalar(
+            _SEQ_STILL_MAX, (msg_id, session_id, seq)
+        ):
+            return None
+        return seq + 1
 
     def _reconcile_entry_id(self, m: NewMessage) -> None:
         if not m.entry_id:
@@ -637,7 +655,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         nothing pays it now, at the owner's idle moment: the schema version written again as it is
         (a row updated to its own value writes nothing: SQLite compares the bytes).
         """
-        ((_busy, frames, copied),) = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        ((_busy, frames, copied),) = self.rows("PRAGMA wal_checkpoint(PASSIVE)")
         if frames > 0 and copied == frames and not self.conn.in_transaction:
             with self.write():
                 self.conn.execute(f"PRAGMA user_version={self.user_version}")
