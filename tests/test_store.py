@@ -348,3 +348,24 @@ def test_every_query_token_finds_the_same_rows_in_a_column_index_filtered_and_a_
             new.execute("SELECT rowid FROM msg_fts WHERE msg_fts MATCH ?", (t.fts(),)).fetchall()
         )
     assert found == len(tokens)  # every token is somewhere: the comparison is not between empty sets
+
+
+def test_an_idle_checkpoint_starts_the_next_wal_after_a_write_and_writes_nothing_for_a_reader(db_path: Path):
+    a = Archive.open(db_path)
+    try:
+        a.live_mode()
+        a.ensure_session("s", "/w")
+        a.capture_message("s", _live(0))
+        a.catch_up()
+        a.checkpoint()
+        # the WAL was started over at the idle moment: one frame (that restart), not the write's frames
+        assert a.store.rows("PRAGMA wal_checkpoint(PASSIVE)") == [(0, 1, 1)]
+        other = apsw.Connection(str(db_path))
+        seen = other.execute("PRAGMA data_version").fetchall()
+        a.search("message")
+        a.catch_up()
+        a.checkpoint()  # an idle moment after a read only
+        assert other.execute("PRAGMA data_version").fetchall() == seen  # nothing was committed
+        other.close()
+    finally:
+        a.close()

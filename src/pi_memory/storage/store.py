@@ -327,6 +327,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self._first_users.clear()  # what was set in the transaction is gone
             raise
         self.conn.execute("COMMIT")
+        self._wrote = True
+
+    _wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
 
     @contextmanager
     def read(self) -> Iterator[None]:
@@ -653,9 +656,11 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         WAL's header before that write's frames (synchronous=NORMAL): 0.3-10 ms of `fdatasync` on
         this machine, which would land on the next live write. A write of one page that changes
         nothing pays it now, at the owner's idle moment: the schema version written again as it is
-        (a row updated to its own value writes nothing: SQLite compares the bytes).
+        (a row updated to its own value writes nothing: SQLite compares the bytes). Only after this
+        connection wrote: an owner that only reads leaves the WAL to its writers.
         """
         ((_busy, frames, copied),) = self.rows("PRAGMA wal_checkpoint(PASSIVE)")
-        if frames > 0 and copied == frames and not self.conn.in_transaction:
+        if frames > 0 and copied == frames and self._wrote and not self.conn.in_transaction:
             with self.write():
                 self.conn.execute(f"PRAGMA user_version={self.user_version}")
+            self._wrote = False
