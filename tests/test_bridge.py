@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import python_cli
 from pi_memory.frontends.bridge.server import MAX_REQUEST_BYTES, METHODS, TOO_LARGE, LineReader, serve
 from pi_memory.storage.pg import redact
@@ -228,6 +230,39 @@ def test_messages_left_unindexed_by_a_writer_that_ended_first_are_indexed_when_t
         assert archive.store.scalar("SELECT count(*) FROM msg WHERE indexed = 2") == 0
         assert archive.store.counters()["indexed_docs"] == 2
         assert {h.session_id for h in archive.search("索引")} == {"s6"}
+
+
+@pytest.mark.sqlite_only("how the SQLite file stores a verbatim line")
+def test_a_live_messages_verbatim_line_is_compressed_at_the_idle_moment_and_reads_the_same_before_and_after(
+    tmp_path: Path,
+) -> None:
+    from pi_memory import Archive
+    from pi_memory.storage.codec import decompress, plain_line
+    from pi_memory.storage.writes import run_deferred_hooks
+
+    def lines(archive: Archive) -> list[tuple[bytes, bytes]]:
+        rows = archive.store.rows("SELECT e.raw, m.text FROM entry e JOIN msg m ON m.id = e.msg_id ORDER BY m.id")
+        return [(bytes(raw), decompress(raw, text)) for raw, text in rows]
+
+    db = tmp_path / "a.db"
+    with Archive.open(db) as archive:
+        archive.store.defer_hooks()
+        archive.ensure_session("s7", "/home/dev/shop")
+        archive.capture_message("s7", USER)
+        archive.capture_message("s7", REPLY)
+        before = lines(archive)
+        assert all(plain_line(raw) is not None for raw, _ in before)  # the write left it as it is
+        assert run_deferred_hooks(archive.store)
+        after = lines(archive)
+        assert all(
+            plain_line(raw) is None and len(raw) < len(old) for (raw, _), (old, _) in zip(after, before, strict=True)
+        )
+        assert [line for _, line in after] == [line for _, line in before]
+        assert json.loads(after[1][1])["message"] == REPLY
+        archive.capture_message("s7", {"role": "user", "content": "再來一次", "timestamp": 1_796_000_003_000})
+    with Archive.open(db) as archive:  # a writer that ended before its idle moment: the next opening packs it
+        assert all(plain_line(raw) is None for raw, _ in lines(archive))
+        assert json.loads(lines(archive)[2][1])["message"]["content"] == "再來一次"
 
 
 def test_a_read_through_the_bridge_sees_runs_of_messages_captured_just_before(archive_target: str) -> None:

@@ -207,3 +207,10 @@ def test_a_live_message_is_written_plain_and_packed_with_its_index_entry_at_the_
         stored = archive.store.rows("SELECT text FROM msg")
         assert [type(t) for (t,) in stored] == [bytes] and decode_text(stored[0][0]) == "响应式 nextTick 为什么不更新"
         assert [h.text for h in archive.search("nextTick")] == ["响应式 nextTick 为什么不更新"]
+
+
+def test_a_verbatim_line_stored_as_it_is_reads_back_as_it_is_and_only_it_counts_as_plain() -> None:
+    line = '{"type":"message","message":{"role":"user","content":"响应式"}}'.encode()
+    assert decompress(codec.plain(line)) == line and codec.plain_line(codec.plain(line)) == line
+    assert codec.plain_line(codec.compress(line, "响应式")) is None and codec.plain_line(codec.compress(line)) is None
+    assert codec.plain_line(None) is None

@@ -89,6 +89,36 @@ def test_a_duplicate_consumes_no_seq(archive: Archive, tmp_path: Path):
     assert seqs == list(range(1, 24)) and n < 23
 
 
+def _live(i: int, role: str = "user") -> dict[str, object]:
+    return {"role": role, "content": [{"type": "text", "text": f"message {i}"}], "timestamp": 1_700_000_000_000 + i}
+
+
+@pytest.mark.sqlite_only("the seq a connection remembers between its writes")
+def test_seq_stays_the_sessions_max_plus_one_when_two_writers_and_a_rollback_interleave(db_path: Path):
+    a, b = Archive.open(db_path), Archive.open(db_path)
+    try:
+        for archive in (a, b):
+            archive.live_mode()
+        a.ensure_session("s", "/w")
+        a.ensure_session("t", "/w")
+        a.capture_message("s", _live(0))
+        b.capture_message("s", _live(1))  # another connection adds to the session in between
+        a.capture_message("s", _live(2))
+        a.capture_message("t", _live(3))  # a newer row of another session
+        a.capture_message("s", _live(4))
+        with pytest.raises(RuntimeError), a.store.write():  # a write that rolls back
+            a.store.conn.execute("DELETE FROM msg WHERE session_id = 's'")
+            raise RuntimeError
+        b.store.conn.execute("DELETE FROM msg WHERE id = (SELECT max(id) FROM msg)")  # forgotten by another process
+        a.capture_message("s", _live(5))
+        a.capture_message("s", _live(6))
+        rows = a.store.rows("SELECT seq FROM msg WHERE session_id = 's' ORDER BY id")
+        assert [r[0] for r in rows] == [1, 2, 3, 4, 5]
+    finally:
+        a.close()
+        b.close()
+
+
 def test_every_source_line_is_kept_verbatim_and_compressed(archive: Archive):
     archive.import_paths([VUE])
     lines = [line for line in VUE.read_bytes().splitlines() if line.strip()][1:]
@@ -318,3 +348,24 @@ def test_every_query_token_finds_the_same_rows_in_a_column_index_filtered_and_a_
             new.execute("SELECT rowid FROM msg_fts WHERE msg_fts MATCH ?", (t.fts(),)).fetchall()
         )
     assert found == len(tokens)  # every token is somewhere: the comparison is not between empty sets
+
+
+def test_an_idle_checkpoint_starts_the_next_wal_after_a_write_and_writes_nothing_for_a_reader(db_path: Path):
+    a = Archive.open(db_path)
+    try:
+        a.live_mode()
+        a.ensure_session("s", "/w")
+        a.capture_message("s", _live(0))
+        a.catch_up()
+        a.checkpoint()
+        # the WAL was started over at the idle moment: one frame (that restart), not the write's frames
+        assert a.store.rows("PRAGMA wal_checkpoint(PASSIVE)") == [(0, 1, 1)]
+        other = apsw.Connection(str(db_path))
+        seen = other.execute("PRAGMA data_version").fetchall()
+        a.search("message")
+        a.catch_up()
+        a.checkpoint()  # an idle moment after a read only
+        assert other.execute("PRAGMA data_version").fetchall() == seen  # nothing was committed
+        other.close()
+    finally:
+        a.close()

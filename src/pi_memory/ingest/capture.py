@@ -28,7 +28,7 @@ from ..core.render import Rendered, render_message
 from ..core.sources.pi import Entry, parse_iso_ms, project_of, render_entry
 from ..errors import BadInput
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store
-from ..storage.writes import write_messages
+from ..storage.writes import SessionWrite, write_messages
 from .importer import Importer, ImportReport, discover
 
 # How far apart (ms) a live custom message and its persisted entry may be stamped.
@@ -178,11 +178,9 @@ class LiveCapture:
         self._ensure_known(m.session_id, m.ts)
         if not self.store.index_deferred:
             m.prepare()  # tokenize before the transaction (a deferring store tokenizes when idle)
-        added, _dup = self._write(m.session_id, [m])
-        if not added:
-            return None
-        found = self.store.message_by_hash(m.session_id, m.hash)
-        return found[0] if found else None
+        unit = SessionWrite(m.session_id, [m])
+        self.store.write_sessions([unit])  # the one write path (`storage.writes.write_sessions`)
+        return unit.added[0] if unit.added else None
 
     def backfill(self, session_id: str, entries: list[dict[str, Any]]) -> BackfillReport:
         """Write a branch of entries (root to leaf): missing ones added, live ones given their ids."""

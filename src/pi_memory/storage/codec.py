@@ -61,6 +61,11 @@ _RAW_V1 = b"\x01"
 # the words cost one copy and the line only its envelope (~120 bytes instead of ~1 KB). Reading it
 # needs that text: `decompress(blob, text)` with the message's stored `text` value.
 _RAW_V2 = b"\x02"
+# Format 0: the line as it is. A live write stores its message's line so (compressing it against
+# the text costs ~50-80 us, a fifth of the write) and its writer compresses it at its idle moment,
+# with the message's index entry (`Store.index_pending`); only a writer that ended before its idle
+# moment and was never followed by another opening leaves one behind, and it reads the same.
+_RAW_PLAIN = b"\x00"
 _WINDOW = 32768  # zlib's window: the last 32 KB of a preset dictionary are all it can refer to
 # The rendered text of a message (`msg.text`) is stored as a BLOB: a format byte, then raw deflate
 # against this dictionary of the shapes `render.py` writes and words agents repeat. Rows written
@@ -225,8 +230,20 @@ def compress(raw: bytes, text: str | bytes | None = None) -> bytes:
     return _RAW_V1 + packer.compress(raw) + packer.flush()
 
 
+def plain(raw: bytes) -> bytes:
+    """A verbatim line stored as it is (format 0), to be compressed later (`compress`)."""
+    return _RAW_PLAIN + raw
+
+
+def plain_line(blob: bytes | None) -> bytes | None:
+    """The line of a blob stored as it is (format 0); None for any other blob."""
+    return blob[1:] if blob is not None and blob[:1] == _RAW_PLAIN else None
+
+
 def decompress(blob: bytes, text: str | bytes | None = None) -> bytes:
     """A verbatim line; `text` is its message's `msg.text` value (stored or decoded), needed by format 2."""
+    if blob[:1] == _RAW_PLAIN:
+        return blob[1:]
     if blob[:1] == _RAW_V2:
         if text is None:
             raise ValueError("this verbatim line is stored against its message's text: pass it")

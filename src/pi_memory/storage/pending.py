@@ -3,7 +3,9 @@
 `msg.indexed` of a live message whose index entry waits for its writer's next idle moment
 (`Store.defer_hooks`): tokenizing and indexing a 6,000-char message costs ~4 ms of CPU, which
 must not land on the write. Its text waits too (written plain, ~20-40 us of zstd saved on the
-write): it is packed in the same statement that claims the row for its index entry. A partial index (`msg_index_pending`, schema m008) finds such rows, so
+write): it is packed in the same statement that claims the row for its index entry; and so does
+its verbatim line (stored as it is, `codec.plain`: ~50-80 us of zlib saved on the write), packed
+in the same transaction unless something replaced it meanwhile. A partial index (`msg_index_pending`, schema m008) finds such rows, so
 whichever process opens the archive next indexes what a writer that ended first left behind.
 A mixin of `Store` (its connection, `write()`, `rows()`, `index_typed`, `add_to_counters`).
 """
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.text import Tokens, tokenize
 from . import codec
-from .codec import decode_text, encode_text
+from .codec import compress, decode_text, encode_text, plain_line
 
 if TYPE_CHECKING:
     import apsw
@@ -26,8 +28,9 @@ PENDING_PER_WRITE = 200  # pending messages read at a time
 PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's (`writes.INDEX_BUDGET`)
 
 
-# a message waiting for its index entry: (msg id, nchars, text, tokens, its text packed if stored plain)
-Pending = tuple[int, int, str, Tokens, "str | bytes | None"]
+# a message waiting for its index entry: (msg id, nchars, text, tokens, its text packed if stored plain,
+# (its verbatim line as stored plain, packed) or None)
+Pending = tuple[int, int, str, Tokens, "str | bytes | None", "tuple[bytes, bytes] | None"]
 
 
 def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
@@ -44,11 +47,14 @@ def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
     return groups
 
 
-def _pending(msg_id: int, nchars: int, stored: str | bytes, dict_id: int) -> Pending:
-    """A pending row's tokens, and its text packed when a live write left it plain (outside the transaction)."""
+def _pending(msg_id: int, nchars: int, stored: str | bytes, dict_id: int, raw: bytes | None) -> Pending:
+    """A pending row's tokens, and its text and verbatim line packed when a live write left them plain
+    (outside the transaction)."""
     text = decode_text(stored)
     packed = encode_text(text, dict_id) if isinstance(stored, str) and codec.PACK_TEXT else None
-    return (msg_id, nchars, text, tokenize(text), packed)
+    line = plain_line(raw)
+    packed_line = (raw, compress(line, text)) if raw is not None and line is not None else None
+    return (msg_id, nchars, text, tokenize(text), packed, packed_line)
 
 
 class PendingIndex:
@@ -77,9 +83,13 @@ class PendingIndex:
         """
         done = 0
         while self.pending_index:
-            rows = self.rows("SELECT id, text, nchars FROM msg WHERE indexed = 2 LIMIT ?", (PENDING_PER_WRITE,))
+            rows = self.rows(
+                """SELECT m.id, m.text, m.nchars, e.raw FROM msg m LEFT JOIN entry e ON e.msg_id = m.id
+                   WHERE m.indexed = 2 LIMIT ?""",
+                (PENDING_PER_WRITE,),
+            )
             self.pending_index = len(rows) == PENDING_PER_WRITE
-            cuts = [_pending(int(msg_id), int(nchars), text, self.text_dict_id) for msg_id, text, nchars in rows]
+            cuts = [_pending(int(i), int(n), text, self.text_dict_id, raw) for i, text, n, raw in rows]
             for group in _by_index_cost(cuts):
                 done += self._index_claimed(group)
         return done
@@ -88,16 +98,22 @@ class PendingIndex:
         """One transaction: claim the rows still pending, then index them (one FTS5 segment for the lot)."""
         with self.write():
             claimed = []
-            for msg_id, nchars, text, toks, packed in cuts:
+            for msg_id, nchars, text, toks, packed, line in cuts:
                 has_tokens = bool(toks.chars or toks.grams)
                 self.conn.execute(
                     "UPDATE msg SET indexed = ?, text = coalesce(?, text) WHERE id = ? AND indexed = 2",
                     (int(has_tokens), packed, msg_id),
                 )
-                if self.conn.changes() and has_tokens:
-                    claimed.append((msg_id, nchars, text, toks, packed))
+                if not self.conn.changes():
+                    continue  # another process claimed it
+                if line is not None:  # unless a later write (the file's own line) replaced it
+                    self.conn.execute(
+                        "UPDATE entry SET raw = ? WHERE msg_id = ? AND raw = ?", (line[1], msg_id, line[0])
+                    )
+                if has_tokens:
+                    claimed.append((msg_id, nchars, text, toks))
             # every UPDATE before the first insert: an UPDATE after one would flush a segment per message
-            for msg_id, _n, text, toks, _packed in claimed:
+            for msg_id, _n, text, toks in claimed:
                 self.conn.execute(
                     "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
                     (msg_id, toks.chars_text(), toks.grams_text()),

@@ -321,6 +321,9 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # migration (a plain one: see `Store.migrate`) to an archive that holds no message and no run yet;
 # an older archive keeps its indexes,
 # which answer every query with the same rows (rebuilding them means tokenizing every message again).
+# Their segments are merged two at a time (`automerge = 2`, FTS5's default is 4): fewer, larger
+# segments, ~55 bytes per message less on the 625-char mix (msg_fts 701 -> 645, `dbstat`), the
+# same hits and no slower searches (fewer segments to read), no slower imports measured.
 COMPACT_FTS = """
 DROP TABLE msg_fts;
 CREATE VIRTUAL TABLE msg_fts USING fts5(
@@ -338,4 +341,7 @@ CREATE VIRTUAL TABLE run_fts USING fts5(
   tokenize = "ascii tokenchars '_'",
   detail = 'none'
 );
+INSERT INTO msg_fts(msg_fts, rank) VALUES ('automerge', 2);
+INSERT INTO run_fts(run_fts, rank) VALUES ('automerge', 2);
+INSERT INTO msg_typed(msg_typed, rank) VALUES ('automerge', 2);
 """

@@ -43,6 +43,7 @@ class SessionWrite:
     # message position): handed to the hooks with the ids the messages got, when every message was
     # added and the session was still new inside the transaction; otherwise the hooks read it back.
     planned: Any = None
+    added: list[int] = field(default_factory=list)  # the ids its new messages got, in order (set by the write)
 
 
 def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
@@ -52,35 +53,41 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     inside a transaction. Units are packed into transactions of about `BATCH`
     messages: few enough to keep the lock short for a live writer, many enough
     that FTS5 writes one segment per transaction instead of one per session.
-    After the messages are in, each hook in `AFTER_WRITE` runs with the ids that
-    were added, per session, in its own transaction (runs hang off this).
+    The last transaction also sets the first user message of the sessions that
+    got one (a live write is one transaction). After the messages are in, each
+    hook in `AFTER_WRITE` runs with the ids that were added, per session, in
+    its own transaction (runs hang off this).
     """
-    added_ids: dict[str, list[int]] = {}
-    by_unit: dict[int, list[int]] = {}
     skipped = 0
-    for txn in pack(units):
+    txns = pack(units)
+    for i, txn in enumerate(txns):
         with store.write():
             totals: dict[str, int] = {}
             for unit, chunk, first, _last in txn:
-                skipped += _write_chunk(store, unit, chunk, first, by_unit.setdefault(id(unit), []), totals)
+                skipped += _write_chunk(store, unit, chunk, first, totals)
             store.add_to_counters(totals)
+            if i == len(txns) - 1:
+                _update_first_users(store, units)
+    added_ids: dict[str, list[int]] = {}
     for unit in units:
-        if by_unit.get(id(unit)):
-            added_ids.setdefault(unit.session_id, []).extend(by_unit[id(unit)])
+        if unit.added:
+            added_ids.setdefault(unit.session_id, []).extend(unit.added)
     added = sum(len(v) for v in added_ids.values())
-    # only a new user message can become a session's first one
-    new_users = {u.session_id for u in units if u.session_id in added_ids and any(m.role == "user" for m in u.messages)}
-    if new_users:
-        with store.write():
-            for session_id in new_users:
-                store.update_first_user(session_id)
     for unit in units:
         if unit.unfinished:
             added_ids.setdefault(unit.session_id, []).extend(unit.unfinished)
     if added_ids:
-        after_messages_added(store, added_ids, _planned(store, units, by_unit))
+        after_messages_added(store, added_ids, _planned(store, units))
     _record_sources(store, units)
     return added, skipped
+
+
+def _update_first_users(store: Store, units: list[SessionWrite]) -> None:
+    """A session's headline, for the sessions that got a new user message (only one can become
+    its first): inside the write's last transaction, after every message of the write is in."""
+    sessions = {u.session_id for u in units if u.added and any(m.role == "user" for m in u.messages)}
+    for session_id in sorted(sessions):
+        store.update_first_user(session_id)
 
 
 def _record_sources(store: Store, units: list[SessionWrite]) -> None:
@@ -96,9 +103,7 @@ def _record_sources(store: Store, units: list[SessionWrite]) -> None:
                 store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2], now + i)
 
 
-def _planned(
-    store: Store, units: list[SessionWrite], by_unit: dict[int, list[int]]
-) -> dict[str, tuple[Any, list[int]]]:
+def _planned(store: Store, units: list[SessionWrite]) -> dict[str, tuple[Any, list[int]]]:
     """Planned work of the units written whole, with their message ids in file order: every message
     was added, and the session holds nothing else (a live writer may have added to it meanwhile;
     then the hooks read the session back instead)."""
@@ -107,14 +112,14 @@ def _planned(
         u
         for u in units
         if u.planned is not None
-        and len(by_unit.get(id(u), [])) == len(u.messages) > 0
+        and len(u.added) == len(u.messages) > 0
         and not u.unfinished
         and units_of[u.session_id] == 1
     ]
     if not whole:
         return {}
     counts = store.message_counts([u.session_id for u in whole])
-    return {u.session_id: (u.planned, by_unit[id(u)]) for u in whole if counts.get(u.session_id) == len(u.messages)}
+    return {u.session_id: (u.planned, u.added) for u in whole if counts.get(u.session_id) == len(u.messages)}
 
 
 def after_messages_added(
@@ -145,15 +150,8 @@ def run_deferred_hooks(store: Store) -> bool:
     return True
 
 
-def _write_chunk(
-    store: Store,
-    unit: SessionWrite,
-    chunk: list[NewMessage],
-    first: bool,
-    added_ids: list[int],
-    totals: dict[str, int],
-) -> int:
-    """One session's part of a transaction (the ids it adds go to `added_ids`); returns how many
+def _write_chunk(store: Store, unit: SessionWrite, chunk: list[NewMessage], first: bool, totals: dict[str, int]) -> int:
+    """One session's part of a transaction (the ids it adds go to `unit.added`); returns how many
     messages were already there."""
     if first and unit.row is not None:
         store.ensure_session(unit.row)
@@ -161,7 +159,7 @@ def _write_chunk(
     for m in chunk:
         msg_id = store.insert_message(m)
         if msg_id is not None:
-            added_ids.append(msg_id)
+            unit.added.append(msg_id)
             added.append(m)
     store.finish_batch(unit.session_id, added, totals)
     if first:

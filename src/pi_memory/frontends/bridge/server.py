@@ -18,6 +18,7 @@ error response and the loop goes on: the bridge exits only on EOF or `shutdown`.
 
 from __future__ import annotations
 
+import gc
 import json
 import select
 import sys
@@ -213,6 +214,9 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
         archive.live_mode()
     except ArchiveError as exc:
         open_error = str(exc)  # keep answering, so the host can show why
+    # what is loaded by now lives as long as the process: out of the collector's sight, so a full
+    # collection landing on a write walks only what requests made since
+    gc.freeze()
     reader = LineReader(stdin, limit)
     since_checkpoint = 0
     try:

@@ -62,6 +62,7 @@ class PgWrites:
             for (unit, chunk, _first, _last), inserted in zip(txn, new, strict=True):
                 skipped += len(chunk) - len(inserted)
                 if inserted:
+                    unit.added.extend(msg_id for _m, msg_id in inserted)
                     added_ids.setdefault(unit.session_id, []).extend(msg_id for _m, msg_id in inserted)
         if added_ids:
             with self.write():
