@@ -99,12 +99,28 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def machine_speed_s() -> float:
+    """Seconds for a fixed pure-Python loop (best of 3), printed and stored with every result: this
+    virtual machine's speed drifts by 2x over a day with its neighbours, so two runs' absolute
+    figures are comparable only beside it (ratios measured in one run need no such help)."""
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return round(best, 3)
+
+
 def result_header(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    speed = machine_speed_s()
+    print(f"machine speed: a 2M-step Python loop takes {speed} s (lower is faster)", flush=True)
     return {
         "benchmark": name,
         "commit": git_commit(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(),
+        "machine": {**machine(), "python_loop_2m_s": speed},
         "args": args,
     }
 
