@@ -323,7 +323,8 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # which answer every query with the same rows (rebuilding them means tokenizing every message again).
 # Their segments are merged two at a time (`automerge = 2`, FTS5's default is 4): fewer, larger
 # segments, ~55 bytes per message less on the 625-char mix (msg_fts 701 -> 645, `dbstat`), the
-# same hits and no slower searches (fewer segments to read), no slower imports measured.
+# same hits and no slower searches (fewer segments to read); the importer spends ~3% more CPU on
+# short sessions merging (bench/results/import.json, import-rerun.json).
 COMPACT_FTS = """
 DROP TABLE msg_fts;
 CREATE VIRTUAL TABLE msg_fts USING fts5(
