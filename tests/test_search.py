@@ -250,13 +250,3 @@ def test_the_recent_track_adds_only_a_few_messages_once_the_rare_track_is_full(
     assert len(candidates(20)) == 8 + 5  # the rare track holds every `zebra`: the recent track as usual
     assert len(candidates(4)) == 4 + 2  # the rare track is full: two of the newest `common` only
     assert [h.text for h in archive.search("zebra common", limit=3)][0].startswith("zebra common")
-
-
-def test_a_search_maps_the_archive_file_for_reads_and_an_import_alone_does_not(tmp_path: Path):
-    write_small_sessions(tmp_path)
-    with Archive.open(tmp_path / "a.db") as archive:
-        archive.import_paths([tmp_path])
-        assert archive.store.scalar("PRAGMA mmap_size") == 0  # an importer's resident memory stays flat
-        assert archive.search("缓存索引")
-        assert archive.store.scalar("PRAGMA mmap_size") > 0
-        assert archive.search("缓存索引")[0].text == archive.search("缓存索引")[0].text

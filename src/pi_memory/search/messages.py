@@ -208,7 +208,6 @@ class Searcher:
         # (msg id, content hash) -> (text, lower-cased text): the hash, since a forgotten message's id
         # can be taken again by a new one
         self._texts: OrderedDict[tuple[int, str], tuple[str, str]] = OrderedDict()
-        self._mapped = False  # the store reads through a memory map once this searcher has searched
 
     # --- document frequencies --------------------------------------------------------
 
@@ -313,9 +312,6 @@ class Searcher:
         filters = filters or Filters()
         limit = max(1, min(int(limit), MAX_LIMIT))
         self.rare_candidates = max(RARE_CANDIDATES, limit)
-        if not self._mapped:  # a process that searches (CLI, bridge, MCP, web), never a mere importer
-            self.store.map_for_reads()
-            self._mapped = True
         with self.store.read():
             plan = self.plan(query)
             if not plan.rare and not plan.common:

@@ -101,9 +101,6 @@ def _packed_now(m: NewMessage) -> bytes:
     return m.packed_raw
 
 
-READ_MAP_BYTES = 2**31 - 2**16  # SQLite's own ceiling on Linux (SQLITE_MAX_MMAP_SIZE)
-
-
 class Store(PendingIndex, RunSummaryIndex, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
@@ -345,17 +342,6 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 self.conn.execute("COMMIT")
         else:
             yield
-
-    def map_for_reads(self) -> None:
-        """Read the file through memory-mapped pages from now on (up to `READ_MAP_BYTES`).
-
-        For connections that search: a query reads ~100 pages scattered over the file, and each
-        read through SQLite's 2 MB page cache is a system call and a copy (p50 ~13% lower at 300k
-        messages with the map, `bench/search_bench.py`). Not for the importer: the pages it maps
-        would count in its resident memory, which must stay flat as the archive grows. Nothing in
-        pi-memory shrinks the file (no VACUUM), the one thing a map cannot survive.
-        """
-        self.conn.execute(f"PRAGMA mmap_size={READ_MAP_BYTES}")
 
     def scalar(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
         for row in self.conn.execute(sql, params):

@@ -151,9 +151,6 @@ class PgStore(PgWrites, SharedSql):
         with self.conn.transaction():
             yield
 
-    def map_for_reads(self) -> None:
-        """Nothing to do: the server reads its own files (`Store.map_for_reads` maps SQLite's)."""
-
     # The library's shared SQL is written once, with `?` placeholders (SQLite's style); these
     # four methods take it as it is. `self.conn` is psycopg's own and takes `%s`.
 
