@@ -204,7 +204,8 @@ def term_frequencies(
     tf = np.zeros((n, len(q.terms)))
     exact = np.zeros((n, len(q.terms)), dtype=bool)
     if q.alphabet:
-        counts = counts or cjk_counts(texts, q.alphabet)
+        if counts is None:
+            counts = cjk_counts(texts, q.alphabet)
         for j, term in enumerate(q.terms):
             if term.kind not in ("char", "gram"):
                 continue

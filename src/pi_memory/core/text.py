@@ -213,6 +213,9 @@ def _identifier_parts(word: str) -> list[str]:
     return parts if len(parts) > 1 else []
 
 
+SHORT_TEXT = 500  # below this, a set of the text's characters beats a scan with the compiled class
+
+
 def surface_chars(text: str) -> list[str]:
     """The distinct characters of text spelled in a script that folds to another (`燦` of `燦爛`).
 
@@ -226,9 +229,6 @@ def surface_chars(text: str) -> list[str]:
     if len(text) <= SHORT_TEXT:  # a query: no need to compile the class in a fresh process (~45 ms)
         return sorted(set(text) & _traditional())
     return sorted(set(_foldable().findall(text)))
-
-
-SHORT_TEXT = 500  # below this, a set of the text's characters beats a scan with the compiled class
 
 
 @lru_cache(maxsize=1)

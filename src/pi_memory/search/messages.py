@@ -271,10 +271,9 @@ class Searcher:
         return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [self.rare_candidates])]
 
     def _recent_candidates(
-        self, anchors: list[QueryToken], filters: Filters, use_or: bool = False, limit: int | None = None
+        self, anchors: list[QueryToken], filters: Filters, limit: int, use_or: bool = False
     ) -> list[int]:
-        limit = RECENT_CANDIDATES if limit is None else limit
-        if not anchors or limit <= 0:
+        if not anchors:
             return []
         low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
         expr = fts_or(anchors) if use_or else fts_and(anchors)
@@ -293,12 +292,10 @@ class Searcher:
         common = without_surface(plan.common)
         if common:
             anchors = common[:RECENT_ANCHORS]
-            full = len(found) >= self.rare_candidates
-            recent = self._recent_candidates(
-                anchors, filters, limit=RECENT_BEHIND_FULL_RARE if full else RECENT_CANDIDATES
-            )
+            limit = RECENT_BEHIND_FULL_RARE if len(found) >= self.rare_candidates else RECENT_CANDIDATES
+            recent = self._recent_candidates(anchors, filters, limit)
             if not recent and not found:
-                recent = self._recent_candidates(anchors, filters, use_or=True)  # spec §7.1 ③'
+                recent = self._recent_candidates(anchors, filters, limit, use_or=True)  # spec §7.1 ③'
             seen = set(found)
             found += [r for r in recent if r not in seen]
         return found

@@ -176,10 +176,9 @@ class PgSearcher(Searcher):
         return [int(r[0]) for r in self.pg.rows(sql, params + [self.rare_candidates])]
 
     def _recent_candidates(
-        self, anchors: list[QueryToken], filters: Filters, use_or: bool = False, limit: int | None = None
+        self, anchors: list[QueryToken], filters: Filters, limit: int, use_or: bool = False
     ) -> list[int]:
-        limit = RECENT_CANDIDATES if limit is None else limit
-        if not anchors or limit <= 0:
+        if not anchors:
             return []
         low = max(0, self.pg.max_msg_id() - PG_RECENT_WINDOW)
         query = tsquery(anchors, "|" if use_or else "&")

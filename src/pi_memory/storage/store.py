@@ -113,6 +113,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         # session -> (id, seq, write transaction) of the last message this connection added to it
         self._last_seq: dict[str, tuple[int, int, int]] = {}
         self._txn = 0  # write transactions begun (`write`)
+        self._wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
 
     # --- opening ------------------------------------------------------------------
 
@@ -328,8 +329,6 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             raise
         self.conn.execute("COMMIT")
         self._wrote = True
-
-    _wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
 
     @contextmanager
     def read(self) -> Iterator[None]:
