@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +117,7 @@ def measure(db: Path, mix: list[tuple[str, str]], passes: int, bm25_cap: int) ->
     Archive.open(db).close()  # an archive made by an older version is upgraded once, not in a cold query
     cold = [cold_first_query(db, q) for q in ("我一直搞不清楚响应式是怎么实现的", "how does the reactive system work")]
     archive = Archive.open(db)
-    for q, _ in mix:  # warm: df cache, page cache
-        archive.search(q, limit=10)
-    runs: list[list[float]] = [[] for _ in mix]
-    for _ in range(passes):
-        for i, (q, _) in enumerate(mix):
-            with Timer() as t:
-                archive.search(q, limit=10)
-            runs[i].append(t.ms)
+    runs = timed_passes(archive, mix, passes, time.perf_counter)
     best = [sorted(r)[len(r) // 2] for r in runs]  # median over passes: one query's cost, less a noisy neighbour
     worst = sorted(((b, q) for b, (q, _) in zip(best, mix, strict=True)), reverse=True)[:8]
     sample = mix[:: max(1, len(mix) // bm25_cap)][:bm25_cap]
@@ -141,17 +135,26 @@ def measure(db: Path, mix: list[tuple[str, str]], passes: int, bm25_cap: int) ->
     }
 
 
-def cpu_per_query(db: Path, mix: list[tuple[str, str]], passes: int) -> list[list[float]]:
-    """Each query's CPU ms in each of `passes` warm passes (one warm-up pass first), in this process."""
-    archive = Archive.open(db)
+def timed_passes(
+    archive: Archive, mix: list[tuple[str, str]], passes: int, clock: Callable[[], float]
+) -> list[list[float]]:
+    """Each query's ms by `clock` (wall or CPU) in each of `passes` passes, after one warm-up pass
+    (the df cache, the page cache)."""
     for q, _ in mix:
         archive.search(q, limit=10)
     runs: list[list[float]] = [[] for _ in mix]
     for _ in range(passes):
         for i, (q, _) in enumerate(mix):
-            start = time.process_time()
+            start = clock()
             archive.search(q, limit=10)
-            runs[i].append((time.process_time() - start) * 1000)
+            runs[i].append((clock() - start) * 1000)
+    return runs
+
+
+def cpu_per_query(db: Path, mix: list[tuple[str, str]], passes: int) -> list[list[float]]:
+    """Each query's CPU ms in each of `passes` warm passes, in this process."""
+    archive = Archive.open(db)
+    runs = timed_passes(archive, mix, passes, time.process_time)
     archive.close()
     return runs
 
