@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ..core.sources.pi import Entry, ParsedSession, project_of
 from ..core.sources.readers import read_session_file
 from ..core.summary import RunMessage
-from ..core.text import surface_chars, tokenize
+from ..core.text import index_texts, surface_chars
 from ..errors import ArchiveError
 from ..runs import forget
 from ..runs.table import PreparedRun, plan_file_runs, source_message
@@ -471,8 +471,7 @@ def _cut(entry: Entry) -> Cut:
     assert rendered is not None
     chars = grams = typed = ""
     if rendered.indexed:
-        cut = tokenize(rendered.text)
-        chars, grams = cut.chars_text(), cut.grams_text()
+        chars, grams = index_texts(rendered.text)
         typed = " ".join(surface_chars(rendered.text))
     packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
     meta = meta_json(rendered.meta)

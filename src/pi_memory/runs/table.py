@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
-from ..core.text import tokenize
+from ..core.text import index_texts
 from ..errors import BadInput, NotFound
 from ..storage.store import Store, decode_text, decompress
 from ..storage.writes import AFTER_WRITE
@@ -266,8 +266,7 @@ def prepare_run(group: list[RunMessage], is_last: bool) -> PreparedRun:
     if SUMMARIZER is not None and status != "open":
         _apply_summarizer(SUMMARIZER, group, summary)
     text = summary.search_text()
-    toks = tokenize(text)
-    return PreparedRun(group, status, summary, text, toks.chars_text(), toks.grams_text())
+    return PreparedRun(group, status, summary, text, *index_texts(text))
 
 
 def plan_file_runs(messages: list[RunMessage]) -> list[PreparedRun] | None:

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from ..core.text import Tokens, tokenize
+from ..core.text import index_texts
 from . import codec
 from .codec import compress, decode_text, encode_text, plain_line
 
@@ -28,9 +28,9 @@ PENDING_PER_WRITE = 200  # pending messages read at a time
 PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's (`writes.INDEX_BUDGET`)
 
 
-# a message waiting for its index entry: (msg id, nchars, text, tokens, its text packed if stored plain,
-# (its verbatim line as stored plain, packed) or None)
-Pending = tuple[int, int, str, Tokens, "str | bytes | None", "tuple[bytes, bytes] | None"]
+# a message waiting for its index entry: (msg id, nchars, text, its two channels (`index_texts`), its text
+# packed if stored plain, (its verbatim line as stored plain, packed) or None)
+Pending = tuple[int, int, str, tuple[str, str], "str | bytes | None", "tuple[bytes, bytes] | None"]
 
 
 def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
@@ -38,7 +38,7 @@ def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
     groups: list[list[Pending]] = []
     cost = PENDING_BUDGET
     for cut in cuts:
-        size = sum(map(len, cut[3].chars)) + sum(map(len, cut[3].grams)) + 200
+        size = len(cut[3][0]) + len(cut[3][1]) + 200
         if cost + size > PENDING_BUDGET:
             groups.append([])
             cost = 0
@@ -54,7 +54,7 @@ def _pending(msg_id: int, nchars: int, stored: str | bytes, dict_id: int, raw: b
     packed = encode_text(text, dict_id) if isinstance(stored, str) and codec.PACK_TEXT else None
     line = plain_line(raw)
     packed_line = (raw, compress(line, text)) if raw is not None and line is not None else None
-    return (msg_id, nchars, text, tokenize(text), packed, packed_line)
+    return (msg_id, nchars, text, index_texts(text), packed, packed_line)
 
 
 class PendingIndex:
@@ -99,7 +99,7 @@ class PendingIndex:
         with self.write():
             claimed = []
             for msg_id, nchars, text, toks, packed, line in cuts:
-                has_tokens = bool(toks.chars or toks.grams)
+                has_tokens = bool(toks[0] or toks[1])
                 self.conn.execute(
                     "UPDATE msg SET indexed = ?, text = coalesce(?, text) WHERE id = ? AND indexed = 2",
                     (int(has_tokens), packed, msg_id),
@@ -116,7 +116,7 @@ class PendingIndex:
             for msg_id, _n, text, toks in claimed:
                 self.conn.execute(
                     "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
-                    (msg_id, toks.chars_text(), toks.grams_text()),
+                    (msg_id, *toks),
                 )
                 self.index_typed(msg_id, text)
             if claimed:

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.text import tokenize
+from ..core.text import index_texts
 from .codec import compress, encode_text, packed_with, plain
 
 
@@ -54,8 +54,7 @@ class NewMessage:
     def prepare(self) -> None:
         """Tokenize outside the transaction."""
         if self.indexed and not self.chars and not self.grams:
-            toks = tokenize(self.text)
-            self.chars, self.grams = toks.chars_text(), toks.grams_text()
+            self.chars, self.grams = index_texts(self.text)
             if not self.chars and not self.grams:
                 self.indexed = False
 

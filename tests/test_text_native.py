@@ -1,0 +1,117 @@
+"""`index_texts` (the index's two channels, cut in C when the optional extension is built) gives
+exactly what `tokenize` gives, on real session text and on text made to break it."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from pi_memory.core import text
+from pi_memory.core.text import fold_chinese, index_texts, tokenize
+
+DATA = Path(__file__).parent / "data"
+
+
+def reference(s: str) -> tuple[str, str]:
+    toks = tokenize(s)
+    return toks.chars_text(), toks.grams_text()
+
+
+def session_texts() -> list[str]:
+    """Every string value in the real session files under tests/data (pi, Claude Code, Codex)."""
+    out: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for path in sorted(DATA.rglob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8", errors="surrogateescape").splitlines():
+            try:
+                walk(json.loads(line))
+            except ValueError:
+                continue
+    return out
+
+
+EDGES = [
+    "",
+    " ",
+    "a",
+    "ab",
+    "字",
+    "__",
+    "_a_",
+    "ΟΔΟΣ ΑΣʰ ΑΒ",  # final sigma: lower() of the joined words must equal each word's
+    "İstanbul ΣΑΣ",  # lower() that lengthens a word
+    "fooBar_baz OPENAI_API_KEY openAiKey XMLHttpRequest v2_final",
+    "缓存索引 cache_key 缓存 構造函數 のテスト 한국어 𠀀𠀁字",
+    "abc字def 字a字 ab\x00cd 字\x00字",
+    "tab\tnew\nline\r\u3000全角空格\u00a0nbsp",
+    "\u30fb・katakana middle dot ー",
+    "e\u0301\u0301 combining ʰmodifier",
+]
+
+
+def fuzz(n: int) -> list[str]:
+    rng = random.Random(7)
+    alphabet = (
+        "aAzZ_ 09ΣσςİıÅ字構构の한\x00\u0301ʰ-.,\n\U00020001\u30fb"
+        + "".join(chr(rng.randrange(32, 0x3000)) for _ in range(200))
+        + "".join(chr(rng.randrange(0x3000, 0x33000)) for _ in range(100))
+    )
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 80))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["native if built", "pure python"])
+def test_index_texts_gives_the_tokenizer_s_channels_on_real_session_text(pure: bool, monkeypatch) -> None:
+    if pure:
+        monkeypatch.setattr(text, "_native_cut", lambda: None)
+    texts = session_texts()
+    assert len(texts) > 1000
+    assert [index_texts(s) for s in texts] == [reference(s) for s in texts]
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["native if built", "pure python"])
+def test_index_texts_gives_the_tokenizer_s_channels_on_edge_cases_and_random_text(pure: bool, monkeypatch) -> None:
+    if pure:
+        monkeypatch.setattr(text, "_native_cut", lambda: None)
+    for s in EDGES + fuzz(20_000):
+        assert index_texts(s) == reference(s), repr(s)
+
+
+def test_index_texts_keeps_identifier_parts_after_the_words_as_the_tokenizer_orders_them() -> None:
+    chars, grams = index_texts("缓存 openAiKey and OPENAI_API_KEY")
+    assert chars == "缓 存 openaikey and openai_api_key open ai key openai api key"
+    assert grams == "缓存 openaikey and openai_api_key"
+
+
+def test_the_c_scan_is_built_wherever_a_c_compiler_is_installed() -> None:
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip(f"no C compiler ({compiler}): the pure-Python path is used")
+    assert text._native_cut() is not None, "the optional extension pi_memory.core._cut was not built"
+
+
+def test_the_c_scan_refuses_anything_but_a_string() -> None:
+    cut = text._native_cut()
+    if cut is None:
+        pytest.skip("the optional extension is not built")
+    with pytest.raises(TypeError):
+        cut(b"bytes")  # type: ignore[arg-type]
+
+
+def test_a_lone_surrogate_next_to_chinese_is_folded_around_not_an_error() -> None:
+    assert fold_chinese("構\ud800構造") == "构\ud800构造"
+    assert index_texts("構\ud800構") == ("构 构", "")
