@@ -8,6 +8,7 @@ import platform
 import resource
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -61,11 +62,20 @@ def git_commit() -> str:
 
 
 def export_revision(rev: str, into: Path) -> Path:
-    """`src/` of a git revision of this repository, for a baseline run of the same benchmark."""
+    """`src/` of a git revision of this repository, for a baseline run of the same benchmark, with
+    its optional C extension built in place when the revision has one (as an install builds it)."""
     repo = Path(__file__).resolve().parent.parent
     into.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], capture_output=True, check=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", rev, "src", "setup.py", "pyproject.toml", "README.md"], capture_output=True
+    )
+    if archive.returncode != 0:  # a revision before setup.py
+        archive = subprocess.run(["git", "-C", str(repo), "archive", rev, "src"], capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    if (into / "setup.py").exists():
+        subprocess.run(
+            [sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=into, check=True, capture_output=True
+        )
     return into / "src"
 
 
