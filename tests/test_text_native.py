@@ -1,5 +1,6 @@
-"""`index_texts` (the index's two channels, cut in C when the optional extension is built) gives
-exactly what `tokenize` gives, on real session text and on text made to break it."""
+"""`index_texts` (the index's two columns, cut in C when the optional extension is built) holds
+exactly the tokens `tokenize` gives, on real session text and on text made to break it: the `grams`
+channel as it is, the `chars` channel less what the index already has (repeats, the words)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,21 @@ from pathlib import Path
 import pytest
 
 from pi_memory.core import text
-from pi_memory.core.text import fold_chinese, index_texts, tokenize
+from pi_memory.core.text import fold_chinese, index_texts, is_cjk, tokenize
 
 DATA = Path(__file__).parent / "data"
 
 
 def reference(s: str) -> tuple[str, str]:
+    """What `index_texts` must give, from `tokenize`'s channels: `grams` as it is; `chars` with
+    each CJK character once and without the words (which `grams` holds), then the identifier parts."""
     toks = tokenize(s)
-    return toks.chars_text(), toks.grams_text()
+    n_cjk = next((i for i, t in enumerate(toks.chars) if not is_cjk(t)), len(toks.chars))
+    n_pairs = next((i for i, t in enumerate(toks.grams) if not all(map(is_cjk, t))), len(toks.grams))
+    words = toks.grams[n_pairs:]
+    assert toks.chars[n_cjk : n_cjk + len(words)] == words
+    chars = [*dict.fromkeys(toks.chars[:n_cjk]), *toks.chars[n_cjk + len(words) :]]
+    return " ".join(chars), toks.grams_text()
 
 
 def session_texts() -> list[str]:
@@ -91,10 +99,18 @@ def test_index_texts_gives_the_tokenizer_s_channels_on_edge_cases_and_random_tex
         assert index_texts(s) == reference(s), repr(s)
 
 
-def test_index_texts_keeps_identifier_parts_after_the_words_as_the_tokenizer_orders_them() -> None:
-    chars, grams = index_texts("缓存 openAiKey and OPENAI_API_KEY")
-    assert chars == "缓 存 openaikey and openai_api_key open ai key openai api key"
-    assert grams == "缓存 openaikey and openai_api_key"
+def test_index_texts_writes_each_chinese_character_once_and_the_words_only_with_the_pairs() -> None:
+    chars, grams = index_texts("缓存 openAiKey and OPENAI_API_KEY 缓存")
+    assert chars == "缓 存 open ai key openai api key"
+    assert grams == "缓存 缓存 openaikey and openai_api_key"
+
+
+def test_the_index_columns_hold_every_token_of_both_channels() -> None:
+    for s in EDGES + session_texts()[:3000]:
+        toks = tokenize(s)
+        chars, grams = index_texts(s)
+        assert set(chars.split()) | set(grams.split()) == set(toks.chars) | set(toks.grams), repr(s)
+        assert grams.split() == toks.grams  # the length FTS5 counts is the grams channel's
 
 
 def test_the_c_scan_is_built_wherever_a_c_compiler_is_installed() -> None:
@@ -114,4 +130,4 @@ def test_the_c_scan_refuses_anything_but_a_string() -> None:
 
 def test_a_lone_surrogate_next_to_chinese_is_folded_around_not_an_error() -> None:
     assert fold_chinese("構\ud800構造") == "构\ud800构造"
-    assert index_texts("構\ud800構") == ("构 构", "")
+    assert index_texts("構\ud800構") == ("构", "")

@@ -10,7 +10,7 @@
  * Python path (the extension is optional at install).
  *
  * cut(text) -> (chars, grams, words, identifiers), each a str of tokens joined by single spaces:
- *   chars  every CJK character, in order            (`text._CJK_RUN`, one by one)
+ *   chars  every distinct CJK character, in order of first appearance (`text._CJK_RUN`)
  *   grams  every pair of adjacent CJK characters     (the bigrams of each run)
  *   words  every run of 2+ word characters that are not CJK, as typed  (`text._WORDS`)
  *   identifiers  the words among them with an '_' or a camelCase step (`text._CAMEL`), whose
@@ -42,6 +42,26 @@ typedef struct {
     Py_UCS4 *data;
     Py_ssize_t len;
 } Buffer;
+
+/* The CJK characters seen so far: open addressing over a power of two at least twice the text's
+ * length (0 is never a CJK character, so it marks a free slot). */
+typedef struct {
+    Py_UCS4 *slots;
+    size_t mask;
+} Seen;
+
+static int
+first_time(Seen *seen, Py_UCS4 c)
+{
+    size_t i = ((size_t)c * 2654435761u) & seen->mask;
+    while (seen->slots[i]) {
+        if (seen->slots[i] == c)
+            return 0;
+        i = (i + 1) & seen->mask;
+    }
+    seen->slots[i] = c;
+    return 1;
+}
 
 static void
 put_token_start(Buffer *b)
@@ -86,6 +106,14 @@ cut(PyObject *module, PyObject *arg)
         return PyErr_NoMemory();
     Buffer chars = {memory, 0}, grams = {memory + 2 * n + 1, 0}, words = {memory + 5 * n + 2, 0};
     Buffer identifiers = {memory + 7 * n + 3, 0};
+    size_t slots = 16;
+    while (slots < 2 * (size_t)n)
+        slots <<= 1;
+    Seen seen = {PyMem_Calloc(slots, sizeof(Py_UCS4)), slots - 1};
+    if (seen.slots == NULL) {
+        PyMem_Free(memory);
+        return PyErr_NoMemory();
+    }
     int identifier = 0;           /* the current word has an '_' or a camelCase step */
     Py_UCS4 prev_cjk = 0;         /* the previous character, if it was CJK */
     Py_ssize_t word_start = -1;   /* where the current word began in `text` */
@@ -108,8 +136,10 @@ cut(PyObject *module, PyObject *arg)
             word_start = -1;
         }
         if (cjk) {
-            put_token_start(&chars);
-            chars.data[chars.len++] = c;
+            if (first_time(&seen, c)) {
+                put_token_start(&chars);
+                chars.data[chars.len++] = c;
+            }
             if (prev_cjk) {
                 put_token_start(&grams);
                 grams.data[grams.len++] = prev_cjk;
@@ -130,6 +160,7 @@ cut(PyObject *module, PyObject *arg)
     Py_XDECREF(w);
     Py_XDECREF(d);
     PyMem_Free(memory);
+    PyMem_Free(seen.slots);
     return result;
 }
 
