@@ -297,10 +297,10 @@ def index_texts(text: str) -> tuple[str, str]:
         return cjk_chars, cjk_grams
     # one lower() for all words: a space is neither cased nor case-ignorable, so no word's casing
     # (a final sigma) depends on its neighbours, and lower() never makes a space
-    words = originals.lower()
-    parts = " ".join(p for w in identifiers.split(" ") for p in _identifier_parts(w)) if identifiers else ""
-    chars = f"{cjk_chars} {parts}" if cjk_chars and parts else cjk_chars or parts
-    return chars, f"{cjk_grams} {words}" if cjk_grams else words
+    lowered = originals.lower()
+    split = " ".join(p for w in identifiers.split(" ") for p in _identifier_parts(w)) if identifiers else ""
+    chars = f"{cjk_chars} {split}" if cjk_chars and split else cjk_chars or split
+    return chars, f"{cjk_grams} {lowered}" if cjk_grams else lowered
 
 
 @lru_cache(maxsize=1)
