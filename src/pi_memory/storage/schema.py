@@ -33,7 +33,9 @@ Tables
               chain per session; rows are immutable (a trigger refuses UPDATE).
 - `run`       one row per run (a user message through the final reply), derived from `msg`
               by `runs.py`: status, counts, navigation summary line and its fields (JSON; packed
-              like `msg.text` since the compressed store).
+              like `msg.text` since the compressed store). The line is kept once, as the fields'
+              "line": `summary` is written empty since then (rows from before keep their text
+              there, and the reader takes whichever is filled).
               `AUTOINCREMENT`: a forgotten run's id is never reused.
 - `run_msg`   msg -> (run, 1-based position): the address `r<N>/m<K>`.
 - `run_file`  paths a run read or changed, per message, for the path filter.

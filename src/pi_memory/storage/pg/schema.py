@@ -199,9 +199,10 @@ MIGRATIONS.append(
 # Runs, their navigation summaries and files (see `pi_memory.runs`), the compaction windows of
 # pi sessions (`pi_memory.compact.window`), tombstones, and what `watch` keeps, as in the SQLite
 # migrations m003-m005. A run's summary tokens are a tsvector column of its own row (the SQLite
-# archive keeps them in the `run_fts` index). Runs are derived: they are written by whoever wrote
-# the session's messages, so the same owner policies apply. Watch offsets are per host, like the
-# rest of `source_file`.
+# archive keeps them in the `run_fts` index). As there, a run's line is kept once, in its
+# `fields` ("line"): `summary` is written empty (rows from before keep their text). Runs are
+# derived: they are written by whoever wrote the session's messages, so the same owner policies
+# apply. Watch offsets are per host, like the rest of `source_file`.
 MIGRATIONS.append(
     (
         "m003_runs_and_windows",
