@@ -229,7 +229,8 @@ def table_bytes(src: Path, db: Path) -> dict[str, Any]:
         "rows = c.execute('SELECT name, sum(pgsize) FROM dbstat GROUP BY name').fetchall();"
         "n = c.execute('SELECT count(*) FROM msg').fetchone()[0];"
         "raw = c.execute('SELECT coalesce(sum(length(raw)), 0) FROM entry').fetchone()[0];"
-        "print(json.dumps({'tables': dict(rows), 'messages': n, 'entry_raw_bytes': raw}))"
+        "pages = c.execute('PRAGMA page_count').fetchone()[0] * c.execute('PRAGMA page_size').fetchone()[0];"
+        "print(json.dumps({'tables': dict(rows), 'messages': n, 'entry_raw_bytes': raw, 'file_bytes': pages}))"
     )
     out = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True)
     data = json.loads(out.stdout)
@@ -247,6 +248,8 @@ def table_bytes(src: Path, db: Path) -> dict[str, Any]:
     per = {name: sum(data["tables"].get(k, 0) for k in keys) / n for name, keys in groups.items()}
     per["other"] = sum(data["tables"].values()) / n - sum(per.values())
     per["total"] = sum(data["tables"].values()) / n
+    # the file itself: the tables plus the pages FTS5's merges freed and later writes will reuse
+    per["file"] = data["file_bytes"] / n
     return {
         "per_message": {k: round(v) for k, v in per.items()},
         "messages": data["messages"],
@@ -577,6 +580,8 @@ def main() -> None:
             "verbatim_share": verbatim,
             "ratios": ratios,
             "fts_floor": floor,
+            # whether each code's indexing tokenizer ran in C (`core/_cut.c`, built at install)
+            "native_tokenizer": {label: any((src / "pi_memory" / "core").glob("_cut.*.so")) for label, src in codes},
         }
     )
     if args.baseline:
