@@ -131,3 +131,13 @@ def test_the_c_scan_refuses_anything_but_a_string() -> None:
 def test_a_lone_surrogate_next_to_chinese_is_folded_around_not_an_error() -> None:
     assert fold_chinese("構\ud800構造") == "构\ud800构造"
     assert index_texts("構\ud800構") == ("构", "")
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["native if built", "pure python"])
+def test_surface_text_is_the_typed_characters_joined_on_real_and_random_text(pure: bool, monkeypatch) -> None:
+    if pure:
+        monkeypatch.setattr(text, "_native_surface", lambda: None)
+    samples = EDGES + session_texts() + fuzz(5_000) + ["構造 構 燦爛 寶玉 宝玉 𠀀 the end" * 40]
+    for s in samples:
+        assert text.surface_text(s) == " ".join(text.surface_chars(s)), repr(s)
+    assert text.surface_text("構造 構 燦爛 构") == "構 燦 爛"

@@ -164,8 +164,65 @@ cut(PyObject *module, PyObject *arg)
     return result;
 }
 
+static int
+by_code_point(const void *a, const void *b)
+{
+    Py_UCS4 x = *(const Py_UCS4 *)a, y = *(const Py_UCS4 *)b;
+    return (x > y) - (x < y);
+}
+
+/* surface(text, table) -> the distinct characters of text whose bit is set in `table` (a bitmap
+ * over the Basic Multilingual Plane, bit c % 8 of byte c / 8), in code point order, space-joined:
+ * `text.surface_chars`, for the characters that fold to another script. */
+static PyObject *
+surface(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer table;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "surface() takes a str and a bytes table");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &table, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *bits = table.buf;
+    Py_ssize_t limit = table.len * 8;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(args[0]);
+    int kind = PyUnicode_KIND(args[0]);
+    const void *text = PyUnicode_DATA(args[0]);
+    size_t slots = 16;
+    while (slots < 2 * (size_t)n)
+        slots <<= 1;
+    Seen seen = {PyMem_Calloc(slots, sizeof(Py_UCS4)), slots - 1};
+    Py_UCS4 *found = PyMem_Malloc(sizeof(Py_UCS4) * (size_t)(3 * n + 1));  /* the characters, then them joined */
+    if (seen.slots == NULL || found == NULL) {
+        PyMem_Free(seen.slots);
+        PyMem_Free(found);
+        PyBuffer_Release(&table);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t count = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+        if (c && (Py_ssize_t)c < limit && (bits[c >> 3] >> (c & 7)) & 1 && first_time(&seen, c))
+            found[count++] = c;
+    }
+    PyBuffer_Release(&table);
+    qsort(found, (size_t)count, sizeof(Py_UCS4), by_code_point);
+    Buffer out = {found + count, 0};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        put_token_start(&out);
+        out.data[out.len++] = found[i];
+    }
+    PyObject *result = to_str(&out);
+    PyMem_Free(seen.slots);
+    PyMem_Free(found);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"cut", cut, METH_O, "cut(text) -> (chars, grams, words, identifiers): CJK characters, CJK bigrams, words and the words that are identifiers, space-joined."},
+    {"surface", (PyCFunction)(void (*)(void))surface, METH_FASTCALL,
+     "surface(text, table) -> the distinct characters of text set in the BMP bitmap table, sorted, space-joined."},
     {NULL, NULL, 0, NULL},
 };
 

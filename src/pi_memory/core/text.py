@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -237,6 +238,26 @@ def surface_chars(text: str) -> list[str]:
     return sorted(set(_foldable().findall(text)))
 
 
+def surface_text(text: str) -> str:
+    """`surface_chars(text)` space-joined, as the `msg_typed` index is written: by one scan in C
+    when the optional extension is built (a bitmap of the folding characters: ~29 -> ~3 us on a
+    700-character message)."""
+    surface = _native_surface()
+    if surface is None or text.isascii():
+        return " ".join(surface_chars(text))
+    return surface(text, _traditional_bitmap())
+
+
+@lru_cache(maxsize=1)
+def _traditional_bitmap() -> bytes:
+    """The characters `_char_fold_table` changes as a bitmap over the Basic Multilingual Plane."""
+    bits = bytearray(0x10000 // 8)
+    for point in _char_fold_table():
+        if point < 0x10000:
+            bits[point >> 3] |= 1 << (point & 7)
+    return bytes(bits)
+
+
 @lru_cache(maxsize=1)
 def _traditional() -> frozenset[str]:
     """Every character `_char_fold_table` changes, as a set (what `_foldable` matches)."""
@@ -306,13 +327,26 @@ def index_texts(text: str) -> tuple[str, str]:
 @lru_cache(maxsize=1)
 def _native_cut() -> Callable[[str], tuple[str, str, str, str]] | None:
     """The C scan of `index_texts`, or None where the optional extension was not built."""
+    native = _native()
+    return None if native is None else native.cut
+
+
+@lru_cache(maxsize=1)
+def _native_surface() -> Callable[[str, bytes], str] | None:
+    """The C scan of `surface_text`, or None where the optional extension was not built."""
+    native = _native()
+    return None if native is None else native.surface
+
+
+def _native() -> Any:
+    """The optional C extension (`_cut.c`), unless it was not built or PI_MEMORY_PURE_PYTHON is set."""
     if os.environ.get("PI_MEMORY_PURE_PYTHON"):
         return None
     try:
-        from ._cut import cut  # type: ignore[import-not-found]
+        from . import _cut  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return cut  # type: ignore[no-any-return]
+    return _cut
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 from ..core.sources.pi import Entry, ParsedSession, project_of
 from ..core.sources.readers import read_session_file
 from ..core.summary import RunMessage
-from ..core.text import index_texts, surface_chars
+from ..core.text import index_texts, surface_text
 from ..errors import ArchiveError
 from ..runs import forget
 from ..runs.table import PreparedRun, plan_file_runs, source_message
@@ -472,7 +472,7 @@ def _cut(entry: Entry) -> Cut:
     chars = grams = typed = ""
     if rendered.indexed:
         chars, grams = index_texts(rendered.text)
-        typed = " ".join(surface_chars(rendered.text))
+        typed = surface_text(rendered.text)
     packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
     meta = meta_json(rendered.meta)
     return Cut(chars, grams, packed_raw, entry.raw, typed, meta)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ..core.text import surface_chars
+from ..core.text import surface_text
 from ..errors import ArchiveError, CorruptDatabase
 from . import codec
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
@@ -392,7 +392,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         """The characters of a message typed in a script that folds to another, as typed (`msg_typed`);
         `typed`: those characters joined by spaces, when a parse worker found them already."""
         if typed is None:
-            typed = " ".join(surface_chars(text))
+            typed = surface_text(text)
         if typed:
             self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, typed))
 
