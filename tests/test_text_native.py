@@ -141,3 +141,14 @@ def test_surface_text_is_the_typed_characters_joined_on_real_and_random_text(pur
     for s in samples:
         assert text.surface_text(s) == " ".join(text.surface_chars(s)), repr(s)
     assert text.surface_text("構造 構 燦爛 构") == "構 燦 爛"
+
+
+def test_pi_memory_pure_python_turns_the_c_scan_off() -> None:
+    import os
+    import subprocess
+    import sys
+
+    code = "from pi_memory.core import text; print(text._native_cut() is None, text._native_surface() is None)"
+    env = {**os.environ, "PI_MEMORY_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
