@@ -301,6 +301,7 @@ class Importer:
         the workers pack the messages' text with it too.
         """
         report = ImportReport()
+        self.store.text_codec()  # an archive that has its dictionary hands it to the workers before their first file
         ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done), self._text_dict)
         try:
             for path, source, skipped, prepared in ahead:
