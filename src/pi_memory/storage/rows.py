@@ -60,10 +60,10 @@ class NewMessage:
 
     def pack(self, dict_id: int = 0, later: bool = False) -> None:
         """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
-        the transaction (SQLite's storage). A text a parse worker packed is kept when it is packed
-        with that dictionary; any other (plain, or packed before the worker was handed the archive's
-        dictionary, or with another one) is packed here. `later`: the text and the verbatim line stay
-        plain, to be packed with the message's deferred index entry (`Store.index_pending`)."""
+        the transaction (SQLite's storage). A text a parse worker packed with that dictionary is kept
+        as it is; any other (not packed yet, or packed with another dictionary) is packed here.
+        `later`: the text and the verbatim line stay plain, to be packed with the message's deferred
+        index entry (`Store.index_pending`)."""
         if later and self.packed is None:
             self.packed = self.text
         elif not packed_with(self.packed, dict_id):
