@@ -9,11 +9,14 @@ imports only this package, whoever the caller is (a script, `python -`, a REPL, 
 
 This module is the child's side (`serve`); the parent's (`Worker`) is `ingest.workers`.
 
-Protocol: pickles over the child's stdin/stdout. The parent sends `(path, agent)`, the child
-answers `("ok", result)` or `("oserror", strerror)`, in order. End of input ends the child (so a
-killed importer leaves no worker behind). The parent keeps the requests in flight under what the
-request pipe holds (`importer.AHEAD_REQUEST_BYTES`): a child blocked on a full answer pipe stops
-reading, and a parent blocked on a full request pipe would never read the answers.
+Protocol: pickles over the child's stdin/stdout. The parent sends `("file", path, agent, dict_id)`,
+the child answers `("ok", result)` or `("oserror", strerror)`, in order; `dict_id` is the archive
+dictionary to pack the messages' text with (0: none, the writer packs it). `("dict", data)` hands
+the child a dictionary (the archive's, once it has one) and gets no answer. End of input ends the
+child (so a killed importer leaves no worker behind). The parent keeps the requests in flight under
+what the request pipe holds (`importer.AHEAD_REQUEST_BYTES`): a child blocked on a full answer pipe
+stops reading, and a parent blocked on a full request pipe would never read the answers. A
+dictionary is larger than that pipe: it is sent only when the child has nothing in flight.
 """
 
 from __future__ import annotations
@@ -25,14 +28,20 @@ from typing import IO, Any
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     from .ingest.importer import parse_and_tokenize
+    from .storage.codec import register_dictionary
 
+    held: set[int] = set()  # the dictionaries handed to this child (their ids, from their bytes)
     while True:
         try:
-            path, agent = pickle.load(inp)
+            request = pickle.load(inp)
         except EOFError:
             return
+        if request[0] == "dict":
+            held.add(register_dictionary(request[1]))
+            continue
+        _, path, agent, dict_id = request
         try:
-            answer: tuple[str, Any] = ("ok", parse_and_tokenize(path, agent))
+            answer: tuple[str, Any] = ("ok", parse_and_tokenize(path, agent, dict_id if dict_id in held else 0))
         except OSError as exc:
             answer = ("oserror", exc.strerror or str(exc))
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)

@@ -25,6 +25,7 @@ from ..core.text import index_texts, surface_text
 from ..errors import ArchiveError
 from ..runs import forget
 from ..runs.table import PreparedRun, plan_file_runs, source_message
+from ..storage import codec
 from ..storage.rows import meta_json
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress
 from ..storage.writes import BATCH, SessionWrite
@@ -296,10 +297,12 @@ class Importer:
         The two halves cost about the same, so on two cores this nearly doubles the rate.
         The workers stay up to `AHEAD_BYTES` of source ahead of the writer; their answers wait in
         a pipe of bounded size, so memory stays flat. A worker that dies is not fatal: its files
-        are read here instead.
+        are read here instead. Once the archive has its dictionary (trained at the first writes),
+        the workers pack the messages' text with it too.
         """
         report = ImportReport()
-        ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done))
+        self.store.text_codec()  # an archive that has its dictionary hands it to the workers before their first file
+        ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done), self._text_dict)
         try:
             for path, source, skipped, prepared in ahead:
                 file_report = skipped or ImportReport(files=1)
@@ -316,6 +319,10 @@ class Importer:
         self.flush(report)
         return report
 
+    def _text_dict(self) -> int:
+        """The dictionary the parse workers pack message text with: the archive's (0: none yet)."""
+        return self.store.text_dict_id if codec.PACK_TEXT else 0
+
 
 class Cut(NamedTuple):
     """A message's tokens and storage, made by the parse worker."""
@@ -326,6 +333,7 @@ class Cut(NamedTuple):
     raw: bytes | None  # the verbatim line it was packed from
     typed: str  # the characters typed in a script that folds to another (`msg_typed`)
     meta: str | None  # the message's meta as `msg.meta` stores it
+    packed: str | bytes | None = None  # the text as `msg.text` stores it, when the worker held the dictionary
 
 
 @dataclass
@@ -342,6 +350,7 @@ class _Ahead:
     """Files in order, each with its parse result, parsed ahead by workers (see `AHEAD_BYTES`).
 
     Yields (path, source, report of an unchanged/unreadable file or None, parse result or OSError or None).
+    `text_dict`: the archive's dictionary id (0: none yet), handed to each worker once it has one.
     """
 
     def __init__(
@@ -349,10 +358,12 @@ class _Ahead:
         files: list[Path],
         agent: str | None,
         changed: Callable[[Path, ImportReport], tuple[str, int, int] | None],
+        text_dict: Callable[[], int] = lambda: 0,
     ) -> None:
         self.todo = iter(files)
         self.agent = agent
         self.changed = changed
+        self.text_dict = text_dict
         self.workers = [Worker() for _ in range(_workers())]
         self.turn = 0
         self.queue: deque[tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | None]] = deque()
@@ -378,7 +389,7 @@ class _Ahead:
             return path, source, None, exc
 
     def _refill(self) -> None:
-        while self.ahead_bytes < AHEAD_BYTES and self.ahead_requests < AHEAD_REQUEST_BYTES:
+        while self.ahead_bytes < AHEAD_BYTES and self.ahead_requests < AHEAD_REQUEST_BYTES and self._ready():
             path = next(self.todo, None)
             if path is None:
                 return
@@ -392,6 +403,25 @@ class _Ahead:
                 self.ahead_bytes += source[1]
                 self.ahead_requests += _request_bytes(path)
             self.queue.append((path, source, None, worker))
+
+    def _ready(self) -> bool:
+        """Whether the next worker may take a file. One without the archive's dictionary gets it
+        first, when nothing is in flight for it (see `Worker.send_dictionary`): until its answers
+        are taken, no file is handed out (the writer packs the text of those files)."""
+        dict_id = self.text_dict()
+        data = codec.dictionary(dict_id) if dict_id else None
+        if data is None or not self.workers:
+            return True
+        worker = self.workers[self.turn % len(self.workers)]
+        if worker.text_dict == dict_id:
+            return True
+        if worker.waiting:
+            return False
+        try:
+            worker.send_dictionary(dict_id, data)
+        except WorkerGone:
+            self._drop(worker)
+        return True
 
     def _submit(self, path: Path) -> Worker | None:
         """Hand the file to the next live worker; None: parse it here when its turn comes."""
@@ -448,9 +478,10 @@ def _workers() -> int:
     return 1 if (os.cpu_count() or 1) > 1 else 0
 
 
-def parse_and_tokenize(path: str, agent: str | None) -> PreparedFile:
+def parse_and_tokenize(path: str, agent: str | None, text_dict: int = 0) -> PreparedFile:
     """Read one session file, cut its indexed messages into tokens, compress every message's
-    verbatim line (its text is packed by the writer, who knows the archive's dictionary), and plan the session's runs (pure; runs in a worker). The first
+    verbatim line and pack its text with the archive's dictionary `text_dict` (registered; 0: the
+    writer packs it), and plan the session's runs (pure; runs in a worker). The first
     message of a hash is the one kept."""
     parsed = read_session_file(Path(path), agent)
     cuts: dict[str, Cut] = {}
@@ -458,7 +489,7 @@ def parse_and_tokenize(path: str, agent: str | None) -> PreparedFile:
         rendered = entry.rendered
         if rendered is None or rendered.hash in cuts:
             continue
-        cuts[rendered.hash] = _cut(entry)
+        cuts[rendered.hash] = _cut(entry, text_dict)
     runs = _plan_runs(parsed, cuts)
     for entry in parsed.entries:
         if entry.rendered is not None:
@@ -466,7 +497,7 @@ def parse_and_tokenize(path: str, agent: str | None) -> PreparedFile:
     return PreparedFile(parsed, cuts, runs)
 
 
-def _cut(entry: Entry) -> Cut:
+def _cut(entry: Entry, text_dict: int = 0) -> Cut:
     rendered = entry.rendered
     assert rendered is not None
     chars = grams = typed = ""
@@ -475,7 +506,8 @@ def _cut(entry: Entry) -> Cut:
         typed = surface_text(rendered.text)
     packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
     meta = meta_json(rendered.meta)
-    return Cut(chars, grams, packed_raw, entry.raw, typed, meta)
+    packed = codec.encode_text(rendered.text, text_dict) if text_dict else None
+    return Cut(chars, grams, packed_raw, entry.raw, typed, meta, packed)
 
 
 def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PreparedRun] | None:
@@ -503,6 +535,8 @@ def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
     if cut is None:
         m.prepare()
         return
+    # the same hash, the same text; `NewMessage.pack` packs it again unless packed with the archive's dictionary
+    m.packed = cut.packed
     if m.raw == cut.raw:  # the same line (a later line with the same hash has its own verbatim copy and meta)
         m.packed_raw = cut.packed_raw
         m.meta_json = cut.meta

@@ -37,16 +37,28 @@ class Worker:
             },
         )
         self.waiting: deque[str] = deque()
+        self.text_dict = 0  # the archive dictionary this worker holds (`send_dictionary`); 0: none
         _widen_pipe(self.proc.stdout)
 
     def submit(self, path: str, agent: str | None) -> None:
+        """Ask for a file, its messages' text packed with the dictionary this worker holds."""
+        self._send(("file", path, agent, self.text_dict), path)
+        self.waiting.append(path)
+
+    def send_dictionary(self, dict_id: int, data: bytes) -> None:
+        """Hand over the archive's dictionary (no answer). Only with nothing in flight: it is larger
+        than the request pipe, and a worker blocked on writing an answer would never read it all."""
+        assert not self.waiting
+        self._send(("dict", data), "the archive's dictionary")
+        self.text_dict = dict_id
+
+    def _send(self, request: tuple[Any, ...], what: str) -> None:
         assert self.proc.stdin is not None
         try:
-            pickle.dump((path, agent), self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
-            raise WorkerGone(path) from None
-        self.waiting.append(path)
+            raise WorkerGone(what) from None
 
     def result(self) -> Any:
         """The oldest request's answer: the parse result; an `OSError` from reading the file is raised."""

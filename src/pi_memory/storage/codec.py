@@ -142,6 +142,11 @@ def register_dictionary(data: bytes) -> int:
     return dict_id
 
 
+def dictionary(dict_id: int) -> bytes | None:
+    """The bytes of a registered dictionary (what the importer hands its parse workers), or None."""
+    return _DICTIONARIES.get(dict_id)
+
+
 def train_dictionary(samples: list[bytes]) -> bytes | None:
     """A zstd dictionary for texts like `samples` (fixed k and d: ~30 ms for 1,000 messages), or
     None when they are too few or too short to learn from."""
@@ -186,7 +191,7 @@ def _zstd(kind: str, dict_id: int) -> Any:
 def encode_text(text: str, dict_id: int | None = None) -> str | bytes:
     """A message's rendered text as `msg.text` stores it (SQLite; PostgreSQL keeps plain text):
     format 2 with the archive's dictionary (`dict_id`, registered) or none (0). Without a `dict_id`
-    (a parse worker, which does not know the archive's dictionary) the text stays as it is, for the
+    (a parse worker not yet handed the archive's dictionary) the text stays as it is, for the
     writer to pack (`NewMessage.pack`)."""
     if dict_id is None or not PACK_TEXT:
         return text

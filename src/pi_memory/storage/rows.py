@@ -60,12 +60,13 @@ class NewMessage:
 
     def pack(self, dict_id: int = 0, later: bool = False) -> None:
         """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
-        the transaction (SQLite's storage). A parse worker leaves the text to the writer (it does
-        not know the archive's dictionary): it is packed here. `later`: the text and the verbatim line stay
-        plain, to be packed with the message's deferred index entry (`Store.index_pending`)."""
+        the transaction (SQLite's storage). A text a parse worker packed with that dictionary is kept
+        as it is; any other (not packed yet, or packed with another dictionary) is packed here.
+        `later`: the text and the verbatim line stay plain, to be packed with the message's deferred
+        index entry (`Store.index_pending`)."""
         if later and self.packed is None:
             self.packed = self.text
-        elif self.packed is None or isinstance(self.packed, str) or (dict_id and not packed_with(self.packed, dict_id)):
+        elif not packed_with(self.packed, dict_id):
             self.packed = encode_text(self.text, dict_id)
         if self.packed_raw is None and self.raw is not None:
             self.packed_raw = plain(self.raw) if later else compress(self.raw, self.text)

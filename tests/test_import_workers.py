@@ -1,0 +1,141 @@
+"""The parse worker packs message text with the archive's dictionary once it has one; the writer
+keeps a text so packed as it is, and packs any other again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pi_memory.ingest.importer as ingest
+import pi_memory.storage.rows as rows
+from conftest import PI_DATA
+from pi_memory import Archive
+from pi_memory.core.sources.readers import read_session_file
+from pi_memory.storage.codec import decode_text, decompress, packed_with, register_dictionary, train_dictionary
+from pi_memory.storage.rows import NewMessage
+
+VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
+FILES = 80  # 1,840 messages: the archive trains its dictionary after the first 1,000
+
+
+def many_sessions(folder: Path, n: int, prefix: str = "copy") -> Path:
+    """`n` copies of a real pi session (23 messages) under distinct session ids."""
+    lines = VUE.read_bytes().splitlines(keepends=True)
+    folder.mkdir(parents=True)
+    for i in range(n):
+        header = {**json.loads(lines[0]), "id": f"{prefix}-{i:04d}"}
+        (folder / f"s{i:04d}.jsonl").write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
+    return folder
+
+
+def stored(db: Path) -> tuple[list[tuple[str, int, str]], list[bytes], list[Any]]:
+    """(session, seq, text) of every message, every verbatim line, and the stored text values."""
+    with Archive.open(db) as a:
+        values = a.store.rows("SELECT session_id, seq, text FROM msg ORDER BY session_id, seq")
+        lines = a.store.rows("SELECT e.raw, m.text FROM entry e JOIN msg m ON m.id = e.msg_id ORDER BY m.id")
+        assert a.check() == []
+    texts = [(str(s), int(q), decode_text(t)) for s, q, t in values]
+    return texts, [decompress(raw, text) for raw, text in lines], [t for _, _, t in values]
+
+
+def import_through_a_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: int = FILES, prefix: str = "copy"
+) -> tuple[Path, int, list[bool], int]:
+    """Import `files` sessions through one worker into `worker.db`: (the archive, its dictionary, for
+    each text that came packed from the worker whether the writer stored that very value, the
+    writer's `encode_text` calls)."""
+    folder = many_sessions(tmp_path / prefix, files, prefix)
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "1")
+    monkeypatch.setattr(ingest, "AHEAD_BYTES", 64 << 10)  # a few files ahead: most are handed out after training
+    kept: list[bool] = []
+    encoded = []
+    pack, encode_text = NewMessage.pack, rows.encode_text
+
+    def spy_pack(m: NewMessage, dict_id: int = 0, later: bool = False) -> None:
+        before = m.packed
+        pack(m, dict_id, later)
+        if isinstance(before, bytes):
+            kept.append(m.packed is before)
+
+    def spy_encode(text: str, dict_id: int | None = None) -> str | bytes:
+        encoded.append(dict_id)
+        return encode_text(text, dict_id)
+
+    monkeypatch.setattr(NewMessage, "pack", spy_pack)
+    monkeypatch.setattr(rows, "encode_text", spy_encode)
+    db = tmp_path / "worker.db"
+    with Archive.open(db) as a:
+        assert a.import_paths([folder]).added == 23 * files
+        dict_id = a.store.text_dict_id
+    return db, dict_id, kept, len(encoded)
+
+
+def test_an_import_through_a_worker_stores_texts_packed_with_the_archives_dictionary_and_reads_back_identically(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, dict_id, kept, _ = import_through_a_worker(tmp_path, monkeypatch)
+    assert dict_id and kept  # the worker got the dictionary and packed with it
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "0")
+    with Archive.open(tmp_path / "here.db") as a:
+        a.import_paths([tmp_path / "copy"])
+    texts, lines, values = stored(db)
+    assert all(packed_with(v, dict_id) for v in values)
+    assert (texts, lines) == stored(tmp_path / "here.db")[:2]
+
+
+def test_a_worker_that_got_the_dictionary_packs_the_text_and_the_writer_does_not_pack_it_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, kept, encoded = import_through_a_worker(tmp_path, monkeypatch)
+    assert len(kept) > 23 * FILES // 4 and all(kept)
+    assert encoded + len(kept) == 23 * FILES  # every other text was packed once, by the writer
+
+
+def test_an_archive_that_has_its_dictionary_hands_it_to_the_worker_before_its_first_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "0")
+    with Archive.open(tmp_path / "worker.db") as a:
+        a.import_paths([many_sessions(tmp_path / "first", 50, "first")])
+        assert a.store.text_dict_id
+    files = ingest.PARALLEL_MIN_FILES + 2
+    _, _, kept, encoded = import_through_a_worker(tmp_path, monkeypatch, files, "later")
+    assert encoded == 0 and len(kept) == 23 * files and all(kept)
+
+
+def foreign_dictionary() -> int:
+    """A dictionary trained elsewhere (from the fixtures' texts), registered in this process."""
+    samples = [
+        e.rendered.text.encode()
+        for p in sorted(VUE.parent.glob("*.jsonl"))
+        for e in read_session_file(p, None).entries
+        if e.rendered is not None
+    ]
+    data = train_dictionary(samples * 2)
+    assert data is not None
+    return register_dictionary(data)
+
+
+@pytest.mark.parametrize("archive", ["without a dictionary", "with its own dictionary"])
+def test_a_text_packed_with_a_dictionary_the_archive_does_not_use_is_packed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, archive: str
+) -> None:
+    foreign = foreign_dictionary()
+    parse = ingest.parse_and_tokenize
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "0")
+    db = tmp_path / "a.db"
+    with Archive.open(db) as a:
+        if archive == "with its own dictionary":
+            a.import_paths([many_sessions(tmp_path / "first", 50)])
+            assert a.store.text_dict_id not in (0, foreign)
+        # as a worker holding another archive's dictionary would leave the file
+        monkeypatch.setattr(ingest, "parse_and_tokenize", lambda path, agent, text_dict=0: parse(path, agent, foreign))
+        assert a.import_paths([VUE]).added == 23
+        own = a.store.text_dict_id
+    texts, _, values = stored(db)
+    assert all(packed_with(v, own) and not packed_with(v, foreign) for v in values)
+    expected = [e.rendered.text for e in read_session_file(VUE, None).entries if e.rendered is not None]
+    assert [t for s, _, t in texts if not s.startswith("copy-")] == expected
