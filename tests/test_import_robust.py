@@ -212,3 +212,27 @@ def test_a_worker_far_ahead_with_long_paths_never_blocks_the_import(tmp_path: Pa
     done = subprocess.run(cmd, env=env(), input=AHEAD_SCRIPT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(23 * 240)]
+
+
+def test_an_import_checkpoints_in_larger_steps_and_gives_the_setting_back(tmp_path: Path, monkeypatch) -> None:
+    from pi_memory.ingest.importer import Importer
+    from pi_memory.storage.store import BULK_CHECKPOINT_PAGES, WAL_SIZE_LIMIT
+
+    archive = Archive.open(tmp_path / "a.db")
+    store = archive.store
+    seen: list[int] = []
+    flush = Importer.flush
+
+    def flush_and_look(self: Importer, report) -> None:
+        seen.append(int(store.scalar("PRAGMA wal_autocheckpoint")))
+        flush(self, report)
+
+    monkeypatch.setattr(Importer, "flush", flush_and_look)
+    for deferred, after in ((False, 1000), (True, 0)):
+        if deferred:
+            store.defer_checkpoints()
+        archive.import_paths([many_sessions(tmp_path / f"s{deferred}", 3)])
+        assert seen and set(seen) == {BULK_CHECKPOINT_PAGES}
+        assert int(store.scalar("PRAGMA wal_autocheckpoint")) == after
+        seen.clear()
+    assert int(store.scalar("PRAGMA journal_size_limit")) == WAL_SIZE_LIMIT

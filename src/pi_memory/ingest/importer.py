@@ -27,7 +27,7 @@ from ..runs import forget
 from ..runs.table import PreparedRun, plan_file_runs, source_message
 from ..storage import codec
 from ..storage.rows import meta_json
-from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress
+from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store, compress
 from ..storage.writes import BATCH, SessionWrite
 from .workers import Worker, WorkerGone
 
@@ -274,8 +274,14 @@ class Importer:
         agent: str | None = None,
     ) -> ImportReport:
         files = discover(paths)
-        if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
-            return self._import_pipelined(files, force, progress, agent)
+        with self.store.checkpointing(BULK_CHECKPOINT_PAGES):
+            if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
+                return self._import_pipelined(files, force, progress, agent)
+            return self._import_serial(files, force, progress, agent)
+
+    def _import_serial(
+        self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
+    ) -> ImportReport:
         report = ImportReport()
         for path in files:
             report.merge(self._read_file(path, force, agent))

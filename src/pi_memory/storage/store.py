@@ -57,6 +57,12 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS = 5000
+# A bulk import checkpoints every this many pages of WAL (80 MB at 8 KB pages) instead of SQLite's
+# 1,000: an import rewrites the same index pages commit after commit (~90 pages a commit, most of
+# them leaves of the session-keyed indexes), and a checkpoint copies each page once however often
+# it changed, then syncs. Fewer, larger checkpoints: ~7% off a short-session import's wall time.
+BULK_CHECKPOINT_PAGES = 10_000
+WAL_SIZE_LIMIT = 16 << 20
 
 
 def default_db_path() -> Path:
@@ -152,6 +158,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self.conn.execute("PRAGMA page_size=8192")
         self._enter_wal_mode()
         self.conn.execute("PRAGMA synchronous=NORMAL")
+        # the WAL file shrinks back to this when it starts over after an import let it grow
+        # (`BULK_CHECKPOINT_PAGES`); a live writer's WAL never reaches it
+        self.conn.execute(f"PRAGMA journal_size_limit={WAL_SIZE_LIMIT}")
         self.conn.execute("PRAGMA foreign_keys=OFF")
         self.conn.execute("PRAGMA temp_store=MEMORY")
 
@@ -636,16 +645,16 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self.checkpoints_deferred = True
 
     @contextmanager
-    def checkpointing(self) -> Iterator[None]:
-        """SQLite's own checkpoints for a bulk write, so the WAL stays small even on a deferring connection."""
-        if not self.checkpoints_deferred:
-            yield
-            return
-        self.conn.execute("PRAGMA wal_autocheckpoint=1000")
+    def checkpointing(self, pages: int = 1000) -> Iterator[None]:
+        """SQLite's own checkpoints for a bulk write, every `pages` pages of WAL: the WAL stays bounded
+        even on a deferring connection (which otherwise checkpoints only when idle). The setting
+        before is restored after."""
+        before = int(self.scalar("PRAGMA wal_autocheckpoint"))
+        self.conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
         try:
             yield
         finally:
-            self.conn.execute("PRAGMA wal_autocheckpoint=0")
+            self.conn.execute(f"PRAGMA wal_autocheckpoint={before}")
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database without waiting for readers or writers, then start the

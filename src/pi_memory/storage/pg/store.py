@@ -220,7 +220,7 @@ class PgStore(PgWrites, SharedSql):
             self._ensure_session(row)
 
     @contextmanager
-    def checkpointing(self) -> Iterator[None]:
+    def checkpointing(self, pages: int = 1000) -> Iterator[None]:
         """A bulk write needs no checkpoint policy here: the server checkpoints on its own schedule."""
         yield
 
