@@ -486,7 +486,9 @@ def main() -> None:
     ap.add_argument(
         "--corpus", type=Path, default=Path("../shared/corpora"), help="corpus root (gutenberg/, vue-docs-zh-cn/)"
     )
-    ap.add_argument("--short", type=int, default=10_000, help="messages in the many-short-sessions shape")
+    ap.add_argument(
+        "--short", type=int, default=20_000, help="messages in the many-short-sessions shape (~10,000 sessions)"
+    )
     ap.add_argument("--long", type=int, default=20_000, help="messages in the 40-message-sessions shape")
     ap.add_argument(
         "--mix625", type=int, default=20_000, help="messages in the 625-char mix (scale.py's; 40 per session; 0: skip)"
