@@ -139,3 +139,14 @@ def test_a_text_packed_with_a_dictionary_the_archive_does_not_use_is_packed_agai
     assert all(packed_with(v, own) and not packed_with(v, foreign) for v in values)
     expected = [e.rendered.text for e in read_session_file(VUE, None).entries if e.rendered is not None]
     assert [t for s, _, t in texts if not s.startswith("copy-")] == expected
+
+
+def test_an_import_of_many_files_into_the_team_archive_goes_through_the_worker_with_text_plain(
+    tmp_path: Path, pg_url: str
+) -> None:
+    folder = many_sessions(tmp_path / "s", ingest.PARALLEL_MIN_FILES + 2, prefix="team")
+    with Archive.open(pg_url) as team:
+        report = team.import_paths([folder])
+        assert report.added == (ingest.PARALLEL_MIN_FILES + 2) * len(read_session_file(VUE).messages)
+        assert not report.errors
+        assert team.search("响应式", limit=3)

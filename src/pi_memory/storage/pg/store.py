@@ -219,6 +219,13 @@ class PgStore(PgWrites, SharedSql):
         with self.errors():
             self._ensure_session(row)
 
+    text_dict_id = 0  # message text is stored plain here (`codec.PACK_TEXT` is SQLite's): no dictionary
+
+    def text_codec(self) -> int:
+        """The dictionary message text is packed with: none on PostgreSQL (the importer asks before
+        handing its parse workers one)."""
+        return 0
+
     @contextmanager
     def checkpointing(self, pages: int = 1000) -> Iterator[None]:
         """A bulk write needs no checkpoint policy here: the server checkpoints on its own schedule."""
