@@ -6,8 +6,10 @@ into the `chars` channel (recall: a 1-char query must work) and every pair of
 adjacent CJK characters into the `grams` channel (precision: `缓存` is not
 `存缓`). Words of letters, digits and underscores (2+ chars) go into both
 channels. Traditional Chinese is folded to simplified before cutting, so
-`宝玉` finds `寶玉` and back. The same function cuts documents and queries, so
-what was indexed can always be found.
+`宝玉` finds `寶玉` and back. The same tokens are cut from documents and queries, so
+what was indexed can always be found: `tokenize` cuts queries, `index_texts` cuts a
+document into the index's two columns (each token once where the index needs it, by one
+scan in C when the optional extension `_cut.c` is built, the same tokens either way).
 
 Nothing here touches a database: a query string only ever becomes a list of
 tokens made of word characters, which are quoted when an FTS5 expression is
