@@ -222,6 +222,58 @@ def run_import(src: Path, folder: Path, db: Path) -> dict[str, Any]:
     return {"seconds": wall, "cpu_seconds": cpu, "peak_rss_mb": usage.ru_maxrss / 1024, "report": json.loads(out)}
 
 
+# A live writer beside the import: what a pi session capturing while the user's first import runs
+# waits for each message (the write lock included), one message every 20 ms until told to stop.
+LIVE_DURING = """
+import json, sys, time, select
+from pi_memory import Archive
+from pi_memory.storage.writes import run_deferred_hooks
+db = sys.argv[1]
+waits = []
+with Archive.open(db) as archive:
+    archive.store.defer_checkpoints()
+    archive.store.defer_hooks()
+    archive.ensure_session("live-during-import", "/home/dev/live")
+    print("ready", flush=True)
+    i = 0
+    while not select.select([sys.stdin], [], [], 0.02)[0]:
+        message = {"role": "user", "content": [{"type": "text", "text": f"live message {i} 实时写入"}], "timestamp": int(time.time() * 1000)}
+        t = time.perf_counter()
+        archive.capture_message("live-during-import", message)
+        waits.append((time.perf_counter() - t) * 1000)
+        i += 1
+        if i % 40 == 0:
+            run_deferred_hooks(archive.store)
+print(json.dumps(waits))
+"""
+
+
+def import_beside_a_live_writer(src: Path, folder: Path, db: Path) -> dict[str, Any]:
+    """One more import of the folder into a fresh archive while a live writer captures a message
+    every 20 ms (`LIVE_DURING`): how long each of its writes took, lock waits included (not counted
+    in the import rates)."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    env = dict(os.environ, PYTHONPATH=str(src))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", LIVE_DURING, str(db)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdin and writer.stdout
+    writer.stdout.readline()  # ready: the archive exists and the writer waits for nothing
+    run_import(src, folder, db)
+    writer.stdin.write("stop\n")
+    writer.stdin.flush()
+    waits = json.loads(writer.stdout.read())
+    writer.wait()
+    summary = latency_summary(waits)
+    summary["over_50ms"] = sum(1 for w in waits if w > 50)
+    return summary
+
+
 def table_bytes(src: Path, db: Path) -> dict[str, Any]:
     """Bytes per table (indexes and FTS shadow tables included) from `dbstat`, after a checkpoint."""
     code = (
@@ -409,6 +461,7 @@ def measure(
     sizes = table_bytes(src, db)
     live, floor = live_writes(src, db, words, args.live) if args.live else ({}, {})
     cpu = live_cpu(src, db, words, args.live) if args.live else {}
+    beside = import_beside_a_live_writer(src, folder, work / f"{label}-{shape}-beside.db") if args.live else {}
     return {
         "label": label,
         "shape": shape,
@@ -427,6 +480,7 @@ def measure(
         "live_write_ms": live,
         "live_round_trip_floor_ms": floor,
         "live_write_cpu_ms": cpu,
+        "live_write_during_import_ms": beside,
     }
 
 
@@ -539,6 +593,9 @@ def main() -> None:
                 "floor p99",
                 "CPU p50",
                 "CPU p99",
+                "beside import p99",
+                "max",
+                ">50 ms",
             ],
             [
                 [
@@ -555,6 +612,9 @@ def main() -> None:
                     r["live_round_trip_floor_ms"].get("p99", ""),
                     r["live_write_cpu_ms"].get("p50", ""),
                     r["live_write_cpu_ms"].get("p99", ""),
+                    r["live_write_during_import_ms"].get("p99", ""),
+                    r["live_write_during_import_ms"].get("max", ""),
+                    r["live_write_during_import_ms"].get("over_50ms", ""),
                 ]
                 for r in rows
             ],
