@@ -236,3 +236,49 @@ def test_an_import_checkpoints_in_larger_steps_and_gives_the_setting_back(tmp_pa
         assert int(store.scalar("PRAGMA wal_autocheckpoint")) == after
         seen.clear()
     assert int(store.scalar("PRAGMA journal_size_limit")) == WAL_SIZE_LIMIT
+
+
+def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_back(tmp_path: Path, monkeypatch) -> None:
+    from pi_memory.ingest.importer import Importer
+    from pi_memory.storage.store import FTS_INDEXES
+
+    archive = Archive.open(tmp_path / "a.db")
+    store = archive.store
+    before = {t: store._automerge(t) for t in FTS_INDEXES}
+    during: list[dict[str, int]] = []
+    steps: list[int] = []
+    flush, merge_steps = Importer.flush, type(store).merge_steps
+
+    def flush_and_look(self: Importer, report) -> None:
+        during.append({t: store._automerge(t) for t in FTS_INDEXES})
+        flush(self, report)
+
+    def counted(self) -> int:
+        steps.append(merge_steps(self))
+        return steps[-1]
+
+    monkeypatch.setattr(Importer, "flush", flush_and_look)
+    monkeypatch.setattr(type(store), "merge_steps", counted)
+    report = archive.import_paths([many_sessions(tmp_path / "s", 40)])
+    assert report.added > 0 and during and all(d == dict.fromkeys(FTS_INDEXES, 0) for d in during)
+    assert steps and sum(steps) > 3 * len(steps)  # some merging was done, a step at a time
+    assert {t: store._automerge(t) for t in FTS_INDEXES} == before == dict.fromkeys(FTS_INDEXES, 2)
+    assert not store.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")
+    one = Archive.open(tmp_path / "one.db")
+    one.import_paths([VUE])
+    matches = "SELECT count(*) FROM msg_fts WHERE msg_fts MATCH '\"响应\"'"
+    assert store.scalar(matches) == 40 * one.store.scalar(matches) > 0
+
+
+def test_a_killed_import_s_automerge_comes_back_at_the_next_opening(tmp_path: Path) -> None:
+    from pi_memory.storage.store import FTS_INDEXES, Store
+
+    store = Store.open(tmp_path / "a.db")
+    with store.write():  # what an import killed while it merged in steps leaves behind
+        for table in FTS_INDEXES:
+            store.execute("INSERT INTO counter(name, value) VALUES (?, 2)", ("automerge before import: " + table,))
+            store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
+    store.close()
+    reopened = Store.open(tmp_path / "a.db")
+    assert {t: reopened._automerge(t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
+    assert not reopened.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")

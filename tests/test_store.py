@@ -369,3 +369,40 @@ def test_an_idle_checkpoint_starts_the_next_wal_after_a_write_and_writes_nothing
         other.close()
     finally:
         a.close()
+
+
+def test_a_writer_waits_for_a_lock_held_by_another_connection_then_writes(tmp_path) -> None:
+    import threading
+
+    from pi_memory.storage.store import Store
+
+    first, second = Store.open(tmp_path / "a.db"), Store.open(tmp_path / "a.db")
+    first.conn.execute("BEGIN IMMEDIATE")
+    released = threading.Event()
+
+    def release() -> None:
+        released.wait()
+        first.conn.execute("COMMIT")
+
+    holder = threading.Thread(target=release)
+    holder.start()
+    threading.Timer(0.05, released.set).start()
+    with second.write():  # looks again every millisecond until the first commits
+        second.conn.execute("UPDATE counter SET value = value + 1 WHERE name = 'indexed_docs'")
+    holder.join()
+    assert second.scalar("SELECT value FROM counter WHERE name = 'indexed_docs'") == 1
+
+
+def test_a_writer_gives_up_once_the_busy_timeout_has_passed(tmp_path, monkeypatch) -> None:
+    import apsw
+
+    import pi_memory.storage.store as store_module
+    from pi_memory.storage.store import Store
+
+    first, second = Store.open(tmp_path / "a.db"), Store.open(tmp_path / "a.db")
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_MS", 30)
+    first.conn.execute("BEGIN IMMEDIATE")
+    with pytest.raises(apsw.BusyError):
+        with second.write():
+            pass
+    first.conn.execute("COMMIT")

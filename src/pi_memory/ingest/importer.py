@@ -134,6 +134,7 @@ class Importer:
         self.messages_read = 0  # messages in the files read so far (for a progress display)
         self._any_tombstone: bool | None = None
         self._real_folders: dict[Path, str] = {}
+        self._merging = False  # inside `import_paths`: the index merges are this importer's (`Store.merge_steps`)
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -261,6 +262,8 @@ class Importer:
         if not self._pending:
             return
         added, skipped = self.write_units(self._pending)
+        if self._merging:  # the full-text merges FTS5 would have done in bursts, in short steps
+            self.store.merge_steps()
         self._any_tombstone = None
         report.added += added
         report.skipped += skipped
@@ -274,10 +277,14 @@ class Importer:
         agent: str | None = None,
     ) -> ImportReport:
         files = discover(paths)
-        with self.store.checkpointing(BULK_CHECKPOINT_PAGES):
-            if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
-                return self._import_pipelined(files, force, progress, agent)
-            return self._import_serial(files, force, progress, agent)
+        with self.store.checkpointing(BULK_CHECKPOINT_PAGES), self.store.merging_in_steps():
+            self._merging = True
+            try:
+                if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
+                    return self._import_pipelined(files, force, progress, agent)
+                return self._import_serial(files, force, progress, agent)
+            finally:
+                self._merging = False
 
     def _import_serial(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None

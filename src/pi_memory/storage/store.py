@@ -18,7 +18,7 @@ import json
 import os
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +63,13 @@ BUSY_TIMEOUT_MS = 5000
 # it changed, then syncs. Fewer, larger checkpoints: ~7% off a short-session import's wall time.
 BULK_CHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT = 16 << 20
+# The full-text indexes, and the pages of merging one step does in its own transaction while an
+# import merges them in steps (`merging_in_steps`): ~10-30 ms here, a live writer's longest wait.
+FTS_INDEXES = ("msg_fts", "run_fts", "msg_typed")
+MERGE_STEP_PAGES = 50
+# an import's record of an index's `automerge` before it turned it off (the counter table outlives
+# a killed import: the next opening gives the setting back); -1: FTS5's default, never set
+_AUTOMERGE_WAS = "automerge before import: "
 
 
 def default_db_path() -> Path:
@@ -107,6 +114,35 @@ def _packed_now(m: NewMessage) -> bytes:
     return m.packed_raw
 
 
+# How often a connection that finds the archive locked looks again. SQLite's own busy handler sleeps
+# 1, 2, 5, 10 ... up to 100 ms between looks, so beside an import (whose write transactions follow
+# one another with gaps of a millisecond or less) a live write kept missing the gaps: it waited
+# 0.4-0.8 s at p99 and up to 1.4 s (bench/import_bench.py, "beside import"). Looking every
+# millisecond, it gets the lock at the first gap.
+BUSY_POLL_S = 0.001
+
+
+def _busy_waiter() -> Callable[[int], bool]:
+    """A busy handler: look again every `BUSY_POLL_S` until `BUSY_TIMEOUT_MS` has passed."""
+    started: list[float] = []
+
+    def wait(retries: int) -> bool:
+        now = time.monotonic()
+        if retries == 0:
+            started[:] = [now]
+        elif not started or now - started[0] > BUSY_TIMEOUT_MS / 1000:
+            return False
+        time.sleep(BUSY_POLL_S)
+        return True
+
+    return wait
+
+
+def _merge_rule(automerge: int) -> int:
+    """The automerge an index had (-1: FTS5's default, 4); 0 (an import's own) counts as the default."""
+    return automerge if automerge > 0 else 4
+
+
 class Store(PendingIndex, RunSummaryIndex, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
@@ -141,6 +177,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         try:
             store._configure()
             store.migrate()
+            store.restore_automerge()  # what a killed import left off
             store.watch_dictionaries()
             store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
@@ -152,7 +189,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         return store
 
     def _configure(self) -> None:
-        self.conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        self.conn.setbusyhandler(_busy_waiter())
         # a new file's pages: 8 KB instead of 4 KB leave less of each page unused around rows of ~1 KB
         # (~70 bytes a message on the 625-char mix); no effect on an existing file (WAL fixes it)
         self.conn.execute("PRAGMA page_size=8192")
@@ -655,6 +692,67 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             yield
         finally:
             self.conn.execute(f"PRAGMA wal_autocheckpoint={before}")
+
+    @contextmanager
+    def merging_in_steps(self) -> Iterator[None]:
+        """A bulk import's full-text merges in bounded steps (`merge_steps`) instead of FTS5's own.
+
+        FTS5's automerge works in bursts: each time 64 more leaf pages have been written, one commit
+        merges 64 x (levels) pages, and 17-24% of an import's write transactions held the lock over
+        50 ms that way (up to ~150 ms), which a live writer waits out. Here automerge is off while
+        the import runs and the importer merges after each write, `MERGE_STEP_PAGES` at a time, each
+        step its own transaction, as far as the index's own rule goes (`usermerge` = its
+        automerge: levels of one segment, as automerge keeps them). The setting before is kept in
+        `counter` until it is given back, so a killed import's next opening restores it.
+        """
+        with self.write():
+            for table in FTS_INDEXES:
+                key = _AUTOMERGE_WAS + table  # kept as it is when another import (or a killed one) set it
+                self.conn.execute(
+                    "INSERT OR IGNORE INTO counter(name, value) VALUES (?, ?)", (key, self._automerge(table))
+                )
+                was = int(self.scalar("SELECT value FROM counter WHERE name = ?", (key,)))
+                self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', ?)", (_merge_rule(was),))
+                self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
+        try:
+            yield
+        finally:
+            self.restore_automerge()
+
+    def merge_steps(self) -> int:
+        """Merge each full-text index in steps of `MERGE_STEP_PAGES` pages, one transaction each,
+        until none has work left (see `merging_in_steps`); returns the steps taken."""
+        steps = 0
+        for table in FTS_INDEXES:
+            while True:
+                with self.write():
+                    before = self.conn.total_changes()
+                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {MERGE_STEP_PAGES})")
+                    worked = self.conn.total_changes() - before >= 2  # FTS5's sign that a merge did work
+                steps += 1
+                if not worked:
+                    break
+        return steps
+
+    def restore_automerge(self) -> None:
+        """Give the full-text indexes back the automerge an import turned off (see `merging_in_steps`)."""
+        rows = self.rows(
+            "SELECT name, value FROM counter WHERE name >= ? AND name < ?", (_AUTOMERGE_WAS, _AUTOMERGE_WAS + "\uffff")
+        )
+        if not rows:
+            return
+        with self.write():
+            for name, was in rows:
+                table = str(name)[len(_AUTOMERGE_WAS) :]
+                if table in FTS_INDEXES:
+                    self.conn.execute(
+                        f"INSERT INTO {table}({table}, rank) VALUES ('automerge', ?)", (_merge_rule(int(was)),)
+                    )
+                self.conn.execute("DELETE FROM counter WHERE name = ?", (name,))
+
+    def _automerge(self, table: str) -> int:
+        value = self.scalar(f"SELECT v FROM {table}_config WHERE k = 'automerge'")
+        return -1 if value is None else int(value)
 
     def checkpoint(self) -> None:
         """Copy the WAL into the database without waiting for readers or writers, then start the

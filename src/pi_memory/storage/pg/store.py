@@ -219,6 +219,14 @@ class PgStore(PgWrites, SharedSql):
         with self.errors():
             self._ensure_session(row)
 
+    @contextmanager
+    def merging_in_steps(self) -> Iterator[None]:
+        """Nothing to merge here: PostgreSQL's indexes are not FTS5's (see the SQLite store)."""
+        yield
+
+    def merge_steps(self) -> int:
+        return 0
+
     text_dict_id = 0  # message text is stored plain here (`codec.PACK_TEXT` is SQLite's): no dictionary
 
     def text_codec(self) -> int:
