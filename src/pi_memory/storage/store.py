@@ -117,7 +117,7 @@ def _packed_now(m: NewMessage) -> bytes:
 # How often a connection that finds the archive locked looks again. SQLite's own busy handler sleeps
 # 1, 2, 5, 10 ... up to 100 ms between looks, so beside an import (whose write transactions follow
 # one another with gaps of a millisecond or less) a live write kept missing the gaps: it waited
-# 0.4-0.8 s at p99 and up to 1.4 s (bench/import_bench.py, "beside import"). Looking every
+# 0.3-0.9 s at p99 and up to 2 s (bench/import_bench.py, "beside import"). Looking every
 # millisecond, it gets the lock at the first gap.
 BUSY_POLL_S = 0.001
 
