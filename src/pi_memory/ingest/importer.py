@@ -277,7 +277,11 @@ class Importer:
         agent: str | None = None,
     ) -> ImportReport:
         files = discover(paths)
-        with self.store.checkpointing(BULK_CHECKPOINT_PAGES), self.store.merging_in_steps():
+        with (
+            self.store.checkpointing(BULK_CHECKPOINT_PAGES),
+            self.store.merging_in_steps(),
+            self.store.yielding_to_waiters(),
+        ):
             self._merging = True
             try:
                 if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:

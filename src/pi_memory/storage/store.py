@@ -34,6 +34,7 @@ from .rows import NewEntry, NewMessage, SessionRow, meta_json
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 from .shared import NO_FILTER, RunFilter, SharedSql
+from .waiting import WaitingLine
 
 if TYPE_CHECKING:
     from .writes import SessionWrite
@@ -118,18 +119,21 @@ def _packed_now(m: NewMessage) -> bytes:
 # 1, 2, 5, 10 ... up to 100 ms between looks, so beside an import (whose write transactions follow
 # one another with gaps of a millisecond or less) a live write kept missing the gaps: it waited
 # 0.3-0.9 s at p99 and up to 2 s (bench/import_bench.py, "beside import"). Looking every
-# millisecond, it gets the lock at the first gap.
+# millisecond still missed most gaps (p99 100-150 ms); the import now also leaves the lock to a
+# writer that announced it waits (`waiting.py`), so the wait is the import's current transaction.
 BUSY_POLL_S = 0.001
 
 
-def _busy_waiter() -> Callable[[int], bool]:
-    """A busy handler: look again every `BUSY_POLL_S` until `BUSY_TIMEOUT_MS` has passed."""
+def _busy_waiter(on_first_look: Callable[[], None] = lambda: None) -> Callable[[int], bool]:
+    """A busy handler: look again every `BUSY_POLL_S` until `BUSY_TIMEOUT_MS` has passed.
+    `on_first_look` runs when a wait starts (a writer announces it waits: `waiting.py`)."""
     started: list[float] = []
 
     def wait(retries: int) -> bool:
         now = time.monotonic()
         if retries == 0:
             started[:] = [now]
+            on_first_look()
         elif not started or now - started[0] > BUSY_TIMEOUT_MS / 1000:
             return False
         time.sleep(BUSY_POLL_S)
@@ -156,6 +160,8 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self._last_seq: dict[str, tuple[int, int, int]] = {}
         self._txn = 0  # write transactions begun (`write`)
         self._wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
+        self._line = WaitingLine(path)  # who waits for the write lock (`waiting.py`)
+        self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
 
     # --- opening ------------------------------------------------------------------
 
@@ -189,7 +195,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         return store
 
     def _configure(self) -> None:
-        self.conn.setbusyhandler(_busy_waiter())
+        self.conn.setbusyhandler(_busy_waiter(self._line.busy))
         # a new file's pages: 8 KB instead of 4 KB leave less of each page unused around rows of ~1 KB
         # (~70 bytes a message on the 625-char mix); no effect on an existing file (WAL fixes it)
         self.conn.execute("PRAGMA page_size=8192")
@@ -223,6 +229,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
     def close(self) -> None:
         self._forget_reloader()
         self.conn.close()
+        self._line.close()
 
     # --- the packed text's dictionaries (codec.py, format 2) -----------------------------
 
@@ -365,7 +372,10 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
     @contextmanager
     def write(self) -> Iterator[None]:
         """One short write transaction; the lock is taken at BEGIN, not at first write."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        if self._yielding:
+            self._line.let_waiters_in()
+        with self._line.beginning():
+            self.conn.execute("BEGIN IMMEDIATE")
         self._txn += 1
         try:
             yield
@@ -692,6 +702,17 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             yield
         finally:
             self.conn.execute(f"PRAGMA wal_autocheckpoint={before}")
+
+    @contextmanager
+    def yielding_to_waiters(self) -> Iterator[None]:
+        """A bulk write: before each of its transactions, a writer that announced it waits for
+        the lock goes first (`waiting.py`), so a live session beside an import waits out one
+        transaction, not several."""
+        before, self._yielding = self._yielding, True
+        try:
+            yield
+        finally:
+            self._yielding = before
 
     @contextmanager
     def merging_in_steps(self) -> Iterator[None]:

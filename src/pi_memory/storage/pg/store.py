@@ -227,6 +227,11 @@ class PgStore(PgWrites, SharedSql):
     def merge_steps(self) -> int:
         return 0
 
+    @contextmanager
+    def yielding_to_waiters(self) -> Iterator[None]:
+        """Nothing to do: PostgreSQL queues its row locks itself (see the SQLite store)."""
+        yield
+
     text_dict_id = 0  # message text is stored plain here (`codec.PACK_TEXT` is SQLite's): no dictionary
 
     def text_codec(self) -> int:
