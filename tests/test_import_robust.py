@@ -240,17 +240,19 @@ def test_an_import_checkpoints_in_larger_steps_and_gives_the_setting_back(tmp_pa
 
 def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_back(tmp_path: Path, monkeypatch) -> None:
     from pi_memory.ingest.importer import Importer
-    from pi_memory.storage.store import FTS_INDEXES
+    from pi_memory.storage.store import FTS_INDEXES, IMPORT_MERGE_RULE
 
     archive = Archive.open(tmp_path / "a.db")
     store = archive.store
     before = {t: store._automerge(t) for t in FTS_INDEXES}
     during: list[dict[str, int]] = []
+    rules: list[dict[str, int]] = []
     steps: list[int] = []
     flush, merge_steps = Importer.flush, type(store).merge_steps
 
     def flush_and_look(self: Importer, report) -> None:
         during.append({t: store._automerge(t) for t in FTS_INDEXES})
+        rules.append({t: _usermerge(store, t) for t in FTS_INDEXES})
         flush(self, report)
 
     def counted(self) -> int:
@@ -262,12 +264,19 @@ def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_bac
     report = archive.import_paths([many_sessions(tmp_path / "s", 40)])
     assert report.added > 0 and during and all(d == dict.fromkeys(FTS_INDEXES, 0) for d in during)
     assert steps and sum(steps) > 3 * len(steps)  # some merging was done, a step at a time
+    assert all(r == dict.fromkeys(FTS_INDEXES, IMPORT_MERGE_RULE) for r in rules)  # wider levels while importing
     assert {t: store._automerge(t) for t in FTS_INDEXES} == before == dict.fromkeys(FTS_INDEXES, 2)
+    assert {t: _usermerge(store, t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
     assert not store.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")
+    assert store.merge_steps() == len(FTS_INDEXES)  # merged as far as the index's own rule goes: one idle look each
     one = Archive.open(tmp_path / "one.db")
     one.import_paths([VUE])
     matches = "SELECT count(*) FROM msg_fts WHERE msg_fts MATCH '\"响应\"'"
     assert store.scalar(matches) == 40 * one.store.scalar(matches) > 0
+
+
+def _usermerge(store, table: str) -> int:
+    return int(store.scalar(f"SELECT v FROM {table}_config WHERE k = 'usermerge'"))
 
 
 def test_a_killed_import_s_automerge_comes_back_at_the_next_opening(tmp_path: Path) -> None:
@@ -278,7 +287,9 @@ def test_a_killed_import_s_automerge_comes_back_at_the_next_opening(tmp_path: Pa
         for table in FTS_INDEXES:
             store.execute("INSERT INTO counter(name, value) VALUES (?, 2)", ("automerge before import: " + table,))
             store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
+            store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', 8)")
     store.close()
     reopened = Store.open(tmp_path / "a.db")
     assert {t: reopened._automerge(t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
+    assert {t: _usermerge(reopened, t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
     assert not reopened.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")

@@ -278,9 +278,9 @@ class Importer:
     ) -> ImportReport:
         files = discover(paths)
         with (
+            self.store.yielding_to_waiters(),  # outermost: the last merge steps let waiters in too
             self.store.checkpointing(BULK_CHECKPOINT_PAGES),
             self.store.merging_in_steps(),
-            self.store.yielding_to_waiters(),
         ):
             self._merging = True
             try:
