@@ -293,3 +293,25 @@ def test_a_killed_import_s_automerge_comes_back_at_the_next_opening(tmp_path: Pa
     assert {t: reopened._automerge(t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
     assert {t: _usermerge(reopened, t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
     assert not reopened.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")
+
+
+def test_an_import_leaves_no_free_pages_in_a_new_archive(tmp_path: Path) -> None:
+    archive = Archive.open(tmp_path / "a.db")
+    archive.import_paths([many_sessions(tmp_path / "s", 40)])
+    store = archive.store
+    assert int(store.scalar("PRAGMA auto_vacuum")) == 2  # incremental: made so when the file was new
+    assert int(store.scalar("PRAGMA freelist_count")) == 0  # the merges' freed pages were given back
+    assert store.shrink() == 0
+
+
+def test_an_archive_made_without_auto_vacuum_still_imports_and_keeps_its_free_pages(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    conn = apsw.Connection(str(db))  # an archive of an earlier version: no auto-vacuum
+    conn.execute("PRAGMA page_size=8192; PRAGMA journal_mode=WAL; CREATE TABLE t(x)")
+    conn.close()
+    archive = Archive.open(db)
+    assert int(archive.store.scalar("PRAGMA auto_vacuum")) == 0
+    report = archive.import_paths([many_sessions(tmp_path / "s", 40)])
+    assert report.added > 0 and not report.errors
+    assert archive.store.shrink() == 0
+    assert archive.search("响应")

@@ -68,6 +68,10 @@ WAL_SIZE_LIMIT = 16 << 20
 # import merges them in steps (`merging_in_steps`): ~10-30 ms here, a live writer's longest wait.
 FTS_INDEXES = ("msg_fts", "run_fts", "msg_typed")
 MERGE_STEP_PAGES = 50
+# pages a step of `shrink` gives back: moving a page from the file's end costs about as much as
+# writing it, so a step stays within a few ms
+VACUUM_STEP_PAGES = 200
+_INCREMENTAL_VACUUM = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 # While an import runs, its merge steps merge a level once it holds this many segments, instead of
 # the index's own rule (2, see `schema.COMPACT_FTS`), and merge the levels by that rule once at the
 # end: a merge rewrites every token it takes in, and two at a time rewrites each ~log2(segments)
@@ -206,6 +210,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         # a new file's pages: 8 KB instead of 4 KB leave less of each page unused around rows of ~1 KB
         # (~70 bytes a message on the 625-char mix); no effect on an existing file (WAL fixes it)
         self.conn.execute("PRAGMA page_size=8192")
+        # a new file can give pages back: an import's merges free the old segments' pages, and
+        # without this they stay in the file (~5% of it) until something reuses them (`shrink`)
+        self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self._enter_wal_mode()
         self.conn.execute("PRAGMA synchronous=NORMAL")
         # the WAL file shrinks back to this when it starts over after an import let it grow
@@ -749,8 +756,24 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 for table in FTS_INDEXES:
                     self._set_merge_rule(table, self._rule_before_import(table))
             self.merge_steps()  # the levels as the index's own rule has them, in steps still
+            self.shrink()  # the pages those merges freed
         finally:
             self.restore_automerge()
+
+    def shrink(self) -> int:
+        """Give the file's free pages back, `VACUUM_STEP_PAGES` at a time, each step its own
+        transaction (a live writer waits out one step, not all); returns the pages given back.
+
+        Only a file made with incremental auto-vacuum can (every file this version creates); in
+        an older one the free pages stay and are reused by later writes."""
+        if int(self.scalar("PRAGMA auto_vacuum")) != _INCREMENTAL_VACUUM:
+            return 0
+        freed = 0
+        while (free := int(self.scalar("PRAGMA freelist_count"))) > 0:
+            with self.write():
+                self.conn.execute(f"PRAGMA incremental_vacuum({min(free, VACUUM_STEP_PAGES)})").fetchall()
+            freed += min(free, VACUUM_STEP_PAGES)
+        return freed
 
     def _set_merge_rule(self, table: str, rule: int) -> None:
         self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', ?)", (rule,))
