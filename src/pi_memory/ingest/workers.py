@@ -8,8 +8,10 @@ from __future__ import annotations
 import fcntl
 import os
 import pickle
+import queue
 import subprocess
 import sys
+import threading
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,14 @@ class Worker:
         self.waiting: deque[str] = deque()
         self.text_dict = 0  # the archive dictionary this worker holds (`send_dictionary`); 0: none
         _widen_pipe(self.proc.stdout)
+        # Answers are read as soon as they are written, by a thread of their own: an answer is
+        # ~4x its file's source (~250 KB for 40 messages), so the pipe holds fewer files than one
+        # flush writes, and a worker left to wait on it sat idle through every flush (~30% of its
+        # time). How many answers wait here is bounded by the caller, which stops handing out
+        # files `AHEAD_BYTES` of source ahead of the writer.
+        self._answers: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read_answers, name="pi-memory parse answers", daemon=True)
+        self._reader.start()
 
     def submit(self, path: str, agent: str | None) -> None:
         """Ask for a file, its messages' text packed with the dictionary this worker holds."""
@@ -60,27 +70,40 @@ class Worker:
         except (BrokenPipeError, OSError):
             raise WorkerGone(what) from None
 
+    def _read_answers(self) -> None:
+        """The reading thread: every answer in order, then None once the worker is gone."""
+        assert self.proc.stdout is not None
+        while True:
+            try:
+                answer = pickle.load(self.proc.stdout)
+            except Exception:  # EOF, a torn answer, a closed pipe: the worker is gone either way
+                self._answers.put(None)
+                return
+            self._answers.put(answer)
+
     def result(self) -> Any:
         """The oldest request's answer: the parse result; an `OSError` from reading the file is raised."""
-        assert self.proc.stdout is not None
         path = self.waiting.popleft()
-        try:
-            kind, value = pickle.load(self.proc.stdout)
-        except (EOFError, pickle.UnpicklingError, OSError):
-            raise WorkerGone(path) from None
+        answer = self._answers.get()
+        if answer is None:
+            self._answers.put(None)  # gone for every later request too
+            raise WorkerGone(path)
+        kind, value = answer
         if kind == "oserror":
             raise OSError(0, value)
         return value
 
     def close(self) -> None:
-        for pipe in (self.proc.stdin, self.proc.stdout):
-            if pipe is not None:
-                pipe.close()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()  # the worker ends at the end of its requests
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._reader.join(timeout=5)  # the pipe is at its end now that the worker is gone
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 # A file's answer (its messages, tokens and packed copies) is often larger than the 64 KB a pipe
