@@ -279,7 +279,7 @@ class Importer:
         files = discover(paths)
         with (
             self.store.yielding_to_waiters(),  # outermost: the last merge steps let waiters in too
-            self.store.checkpointing(BULK_CHECKPOINT_PAGES),
+            self.store.checkpointing(BULK_CHECKPOINT_PAGES, aside=True),
             self.store.merging_in_steps(),
         ):
             self._merging = True

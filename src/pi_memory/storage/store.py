@@ -28,6 +28,7 @@ import apsw
 from ..core.text import surface_text
 from ..errors import ArchiveError, CorruptDatabase
 from . import codec
+from .checkpointer import WalCheckpointer
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
 from .pending import INDEX_PENDING, PendingIndex
 from .rows import NewEntry, NewMessage, SessionRow, meta_json
@@ -62,6 +63,7 @@ BUSY_TIMEOUT_MS = 5000
 # 1,000: an import rewrites the same index pages commit after commit (~90 pages a commit, most of
 # them leaves of the session-keyed indexes), and a checkpoint copies each page once however often
 # it changed, then syncs. Fewer, larger checkpoints: ~7% off a short-session import's wall time.
+# They run on a thread of their own (`checkpointer.py`): ~170 ms of each is waiting for the disk.
 BULK_CHECKPOINT_PAGES = 10_000
 WAL_SIZE_LIMIT = 16 << 20
 # The full-text indexes, and the pages of merging one step does in its own transaction while an
@@ -172,6 +174,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         # session -> (id, seq, write transaction) of the last message this connection added to it
         self._last_seq: dict[str, tuple[int, int, int]] = {}
         self._txn = 0  # write transactions begun (`write`)
+        self.aside_checkpointer: WalCheckpointer | None = None  # checkpoints on a thread of their own (`checkpointing`)
         self._wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
         self._line = WaitingLine(path)  # who waits for the write lock (`waiting.py`)
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
@@ -390,6 +393,8 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         """One short write transaction; the lock is taken at BEGIN, not at first write."""
         if self._yielding:
             self._line.let_waiters_in()
+        if self.aside_checkpointer is not None and self.aside_checkpointer.finish_due:
+            self.aside_checkpointer.finish(self.conn)
         with self._line.beginning():
             self.conn.execute("BEGIN IMMEDIATE")
         self._txn += 1
@@ -708,15 +713,23 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self.checkpoints_deferred = True
 
     @contextmanager
-    def checkpointing(self, pages: int = 1000) -> Iterator[None]:
-        """SQLite's own checkpoints for a bulk write, every `pages` pages of WAL: the WAL stays bounded
-        even on a deferring connection (which otherwise checkpoints only when idle). The setting
-        before is restored after."""
+    def checkpointing(self, pages: int = 1000, aside: bool = False) -> Iterator[None]:
+        """Checkpoints for a bulk write, every `pages` pages of WAL: the WAL stays bounded even on a
+        deferring connection (which otherwise checkpoints only when idle). SQLite's own, inside the
+        commits; or `aside`, on a thread of their own while the writer goes on (`checkpointer.py`).
+        The setting before is restored after."""
         before = int(self.scalar("PRAGMA wal_autocheckpoint"))
-        self.conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
+        if aside:
+            self.aside_checkpointer = WalCheckpointer(self.path, pages)
+            self.aside_checkpointer.start(self.conn)
+        else:
+            self.conn.execute(f"PRAGMA wal_autocheckpoint={int(pages)}")
         try:
             yield
         finally:
+            if self.aside_checkpointer is not None:
+                self.aside_checkpointer.stop(self.conn)
+                self.aside_checkpointer = None
             self.conn.execute(f"PRAGMA wal_autocheckpoint={before}")
 
     @contextmanager

@@ -240,7 +240,7 @@ class PgStore(PgWrites, SharedSql):
         return 0
 
     @contextmanager
-    def checkpointing(self, pages: int = 1000) -> Iterator[None]:
+    def checkpointing(self, pages: int = 1000, aside: bool = False) -> Iterator[None]:
         """A bulk write needs no checkpoint policy here: the server checkpoints on its own schedule."""
         yield
 

@@ -1,0 +1,62 @@
+"""Checkpoints beside a bulk write (storage/checkpointer.py), on real SQLite files."""
+
+from pathlib import Path
+
+import apsw
+
+from conftest import PI_DATA
+from pi_memory import Archive
+from pi_memory.ingest import importer
+from pi_memory.storage.store import Store
+
+
+def _write_transactions(store: Store, count: int) -> None:
+    for i in range(count):
+        with store.write():
+            store.conn.execute("INSERT INTO t(body) VALUES (?)", (f"{i:06d}" * 2000,))
+
+
+def _wal_frames(path: Path) -> int:
+    conn = apsw.Connection(str(path))
+    try:
+        ((_busy, frames, _copied),) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        assert frames >= 0, "not in WAL mode"
+        return int(frames)
+    finally:
+        conn.close()
+
+
+def test_checkpoints_aside_keep_the_wal_short_and_give_the_setting_back(tmp_path: Path) -> None:
+    store = Store.open(tmp_path / "a.db")
+    store.conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
+    store.conn.execute("PRAGMA wal_autocheckpoint=0")  # a deferring connection: no checkpoint of its own
+    with store.checkpointing(pages=40, aside=True):
+        assert store.scalar("PRAGMA wal_autocheckpoint") == 0  # the thread checkpoints, not the commits
+        _write_transactions(store, 300)  # ~3 pages a transaction: ~900 frames without checkpoints
+    assert store.scalar("PRAGMA wal_autocheckpoint") == 0
+    # the WAL started over while the writes went on: what is left is what came after the last one
+    assert _wal_frames(store.path) < 200
+    assert store.scalar("SELECT count(*) FROM t") == 300
+    store.close()
+
+
+def test_without_checkpoints_the_same_writes_leave_a_long_wal(tmp_path: Path) -> None:
+    """The control for the test above: its writes do grow the WAL past what it allows."""
+    store = Store.open(tmp_path / "a.db")
+    store.conn.execute("CREATE TABLE t(id INTEGER PRIMARY KEY, body TEXT)")
+    store.conn.execute("PRAGMA wal_autocheckpoint=0")
+    _write_transactions(store, 300)
+    assert _wal_frames(store.path) > 600
+    store.close()
+
+
+def test_an_import_checkpoints_beside_its_writes_and_loses_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(importer, "BULK_CHECKPOINT_PAGES", 5)
+    monkeypatch.setattr(importer, "BATCH", 1)  # a transaction per file: many commits to checkpoint
+    with Archive.open(tmp_path / "a.db") as a:
+        before = a.store.scalar("PRAGMA wal_autocheckpoint")
+        report = a.import_paths([PI_DATA])
+        assert a.store.scalar("PRAGMA wal_autocheckpoint") == before
+        assert report.added == a.store.scalar("SELECT count(*) FROM msg") > 0
+    with Archive.open(tmp_path / "a.db") as again:
+        assert again.import_paths([PI_DATA]).added == 0
