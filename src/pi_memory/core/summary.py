@@ -41,6 +41,7 @@ READ_PROGRAMS = {"cat", "head", "tail", "less", "more", "wc", "zcat", "grep", "r
 CHANGE_PROGRAMS = {"rm", "touch", "mkdir", "tee", "truncate", "chmod", "mv", "cp"}
 PATTERN_FIRST = {"grep", "rg"}  # the first plain argument is a pattern, not a file
 _SENTENCE_END = re.compile(r"(?<=[。！？!?；])|(?<=[.;])(?=\s)|\n")
+_BLANKS = re.compile(r"[ \t]+")
 _MARKDOWN_LEAD = re.compile(r"^(?:[-*+>]|\d+[.)]|#+)\s+")
 _EXIT_CODE = re.compile(r"exit(?:ed)? (?:with )?code (\d+)", re.IGNORECASE)
 _LOOKS_LIKE_PATH = re.compile(r"^[\w.~@+-]*[/.][\w./~@+-]*$")
@@ -132,7 +133,7 @@ def fields_search_text(fields: dict[str, Any]) -> str:
 
 def clip_sentences(text: str, limit: int) -> str:
     """As many whole sentences as fit in `limit` chars; if they fill less than half, a cut with `…`."""
-    text = re.sub(r"[ \t]+", " ", text.replace("[image]", "")).strip()
+    text = _collapse_blanks(text.replace("[image]", "")).strip()
     if len(text) <= limit and "\n" not in text:
         return text
     out = ""
@@ -151,7 +152,7 @@ def clip_sentences(text: str, limit: int) -> str:
 def first_sentence(text: str, limit: int, at_least: int = OUTCOME_MIN) -> str:
     """The first sentence, joined by the next ones while it is shorter than `at_least` ("Done." says little)."""
     out = ""
-    for piece in _sentences(re.sub(r"[ \t]+", " ", text).strip()):
+    for piece in _sentences(_collapse_blanks(text).strip()):
         candidate = f"{out} {piece}".strip()
         if out and len(candidate) > limit:
             break
@@ -159,6 +160,12 @@ def first_sentence(text: str, limit: int, at_least: int = OUTCOME_MIN) -> str:
         if len(out) >= at_least:
             break
     return clip_sentences(out, limit) if out else ""
+
+
+def _collapse_blanks(text: str) -> str:
+    """Runs of spaces and tabs as one space. Most text has no run to collapse, and a substitution
+    that rewrites every single space as itself costs ~10 us on a 1,000-char reply."""
+    return _BLANKS.sub(" ", text) if "  " in text or "\t" in text else text
 
 
 def _sentences(text: str) -> Iterator[str]:
