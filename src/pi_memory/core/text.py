@@ -213,13 +213,14 @@ class Tokens:
         return " ".join(self.grams)
 
 
-def _identifier_parts(word: str) -> list[str]:
+@lru_cache(maxsize=16384)  # identifiers recur across a session's messages (~10 us each to split)
+def _identifier_parts(word: str) -> tuple[str, ...]:
     """Sub-words of an identifier, for recall of `api key` in `OPENAI_API_KEY`."""
     if "_" not in word and word.islower():
-        return []
+        return ()
     parts = [p.lower() for piece in word.split("_") for p in _IDENT_PART.findall(piece)]
     parts = [p for p in parts if len(p) >= MIN_WORD_LEN]
-    return parts if len(parts) > 1 else []
+    return tuple(parts) if len(parts) > 1 else ()
 
 
 SHORT_TEXT = 500  # below this, a set of the text's characters beats a scan with the compiled class
