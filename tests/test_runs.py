@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PI_DATA
+from conftest import BAD_DATA, PI_DATA
 from pi_memory import Archive
 from pi_memory.core.summary import RunMessage, clip_sentences, command_paths, compose_line, segment
 from pi_memory.runs.table import RunInfo
@@ -276,6 +276,24 @@ def test_a_first_import_writes_the_runs_planned_from_the_file_exactly_as_reading
     assert len(read_back) > 20
     assert len(from_plans["run"]) > 50 and len(from_plans["run_file"]) > 10
     assert from_plans == from_messages
+
+
+def test_a_planned_run_sees_each_message_as_reading_its_verbatim_line_back_would() -> None:
+    """The planner takes pi's parsed JSON instead of parsing a line again, except where the two
+    differ: a line of invalid UTF-8 is read with replacement characters, but cannot be read back."""
+    from pi_memory.core.sources.readers import read_session_file
+    from pi_memory.ingest.importer import _source
+    from pi_memory.runs.table import source_message
+
+    files = [*sorted(PI_DATA.glob("*.jsonl")), *sorted(BAD_DATA.glob("*.jsonl"))]
+    assert BAD_DATA / "pi-invalid-utf8.jsonl" in files
+    compared = unreadable = 0
+    for path in files:
+        for entry in read_session_file(path).messages:
+            assert _source(entry) == source_message(entry.raw), (path.name, entry.line_no)
+            compared += 1
+            unreadable += source_message(entry.raw) is None
+    assert compared > 200 and unreadable >= 1
 
 
 def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segmented_from_the_archive(

@@ -92,6 +92,11 @@ def source_message(line: bytes | None) -> dict[str, Any] | None:
         data = json.loads(line)
     except ValueError:
         return None
+    return message_of(data)
+
+
+def message_of(data: Any) -> dict[str, Any] | None:
+    """The agent message inside a parsed verbatim line (`source_message` once parsed)."""
     if not isinstance(data, dict):
         return None
     inner = data.get("message")

@@ -49,6 +49,9 @@ class Entry:
     data: dict[str, Any]
     raw: bytes  # the line exactly as in the file (no line ending)
     rendered: Rendered | None = None
+    # `data` is the JSON of `raw` as `decode_line` read it (pi's lines), not built from several
+    # lines or reshaped (Claude Code, Codex): then it is what parsing `raw` again would give
+    data_is_line: bool = False
 
     @property
     def key(self) -> str:
@@ -143,7 +146,7 @@ def _entry(line_no: int, data: dict[str, Any], raw: bytes) -> Entry:
     entry_id = data.get("id") if isinstance(data.get("id"), str) else None
     parent = data.get("parentId") if isinstance(data.get("parentId"), str) else None
     kind = str(data["type"]) if isinstance(data.get("type"), str) else "unknown"
-    entry = Entry(line_no, kind, entry_id, parent, ts, data, raw)
+    entry = Entry(line_no, kind, entry_id, parent, ts, data, raw, data_is_line=True)
     entry.rendered = render_entry(data, ts)
     return entry
 
