@@ -10,8 +10,9 @@ The writer's WAL hook (called after each of its commits with the WAL's length) w
 each time the WAL has grown by `pages` frames since the last wake. The thread's pass copies the
 frames there were when it began; the writer appended more meanwhile, so the WAL is not wholly
 copied and would not start over: it would grow by `pages` at each wake. So once a pass is done,
-the writer copies what is left itself before its next transaction (`finish`: the frames of the
-pass's ~200 ms, a few ms), and that transaction starts the WAL over from its first frame.
+the writer copies what is left itself before its next transaction (`finish`: the frames written
+during the pass, 35-55 ms here, outside any transaction), and that transaction starts the WAL
+over from its first frame.
 """
 
 from __future__ import annotations
