@@ -115,10 +115,24 @@ def agent_messages(words: Words, n: int, start_ms: int) -> list[dict[str, Any]]:
                 {
                     "role": "assistant",
                     "content": blocks,
-                    "provider": "bench",
-                    "model": "bench-1",
+                    "api": "anthropic-messages",
+                    "provider": "anthropic",
+                    "model": "claude-sonnet-4-5",
                     "stopReason": stop,
-                    "usage": {"input": 1200, "output": 300, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1500},
+                    "usage": {
+                        "input": rng.randrange(800, 60_000),
+                        "output": rng.randrange(50, 2_000),
+                        "cacheRead": rng.randrange(0, 50_000),
+                        "cacheWrite": 0,
+                        "totalTokens": rng.randrange(1_000, 100_000),
+                        "cost": {
+                            "input": 0.0036,
+                            "output": 0.0045,
+                            "cacheRead": 0.0,
+                            "cacheWrite": 0.0,
+                            "total": 0.0081,
+                        },
+                    },
                     "timestamp": ts,
                 }
             )
@@ -131,7 +145,28 @@ def session_file(folder: Path, words: Words, no: int, n_msgs: int) -> tuple[Path
     start = BASE_TS_MS + no * 600_000
     sid = str(uuid.UUID(int=rng.getrandbits(128), version=4))
     lines = [{"type": "session", "version": 3, "id": sid, "timestamp": _iso(start), "cwd": f"/home/dev/p{no % 17}"}]
-    parent = None
+    # every session pi writes opens with the model and the thinking level (kept verbatim, not messages)
+    model_id, level_id = f"m{no:07x}"[-8:], f"t{no:07x}"[-8:]
+    lines.append(
+        {
+            "type": "model_change",
+            "id": model_id,
+            "parentId": None,
+            "timestamp": _iso(start),
+            "provider": "anthropic",
+            "modelId": "claude-sonnet-4-5",
+        }
+    )
+    lines.append(
+        {
+            "type": "thinking_level_change",
+            "id": level_id,
+            "parentId": model_id,
+            "timestamp": _iso(start),
+            "thinkingLevel": "off",
+        }
+    )
+    parent: str | None = level_id
     count = 0
     for i, message in enumerate(agent_messages(words, n_msgs, start)):
         entry_id = f"{no:05x}{i:03x}"[-8:]
@@ -162,7 +197,9 @@ def session_file(folder: Path, words: Words, no: int, n_msgs: int) -> tuple[Path
             parent, count = summary_id, count + 1
     path = folder / f"p{no % 17}" / f"s{no:07d}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines) + "\n", encoding="utf-8")
+    # as pi writes them: compact JSON, one entry a line
+    text = "\n".join(json.dumps(x, ensure_ascii=False, separators=(",", ":")) for x in lines)
+    path.write_text(text + "\n", encoding="utf-8")
     return path, count
 
 
