@@ -216,7 +216,9 @@ class Importer:
         is_copy = parsed.header is not None and parsed.header.parent_session is not None
         for entry in parsed.entries:
             if entry.rendered is None:
-                unit.entries.append(NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw))
+                unit.entries.append(
+                    NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw, entry.packed_raw)
+                )
                 continue
             m = message_from_entry(row.id, entry)
             if m.hash in forgotten or (not self.include_forgotten and self._forgotten_anywhere(m.hash)):
@@ -509,8 +511,10 @@ def parse_and_tokenize(path: str, agent: str | None, text_dict: int = 0) -> Prep
         cuts[rendered.hash] = _cut(entry, text_dict)
     runs = _plan_runs(parsed, cuts)
     for entry in parsed.entries:
-        if entry.rendered is not None:
-            entry.data = {}  # the writer needs the rendered message and the verbatim line, not the parsed JSON
+        if entry.rendered is None:  # kept verbatim only: its key and stored line are made here
+            _ = entry.key
+            entry.packed_raw = compress(entry.raw)
+        entry.data = {}  # the writer needs the rendered message, the key and the verbatim line, not the parsed JSON
     return PreparedFile(parsed, cuts, runs)
 
 

@@ -82,3 +82,4 @@ class NewEntry:
     type: str
     ts: int
     raw: bytes
+    packed_raw: bytes | None = None  # `compress(raw)`, when made before the transaction (a parse worker)

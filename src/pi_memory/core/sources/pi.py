@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +53,15 @@ class Entry:
     # `data` is the JSON of `raw` as `decode_line` read it (pi's lines), not built from several
     # lines or reshaped (Claude Code, Codex): then it is what parsing `raw` again would give
     data_is_line: bool = False
+    packed_raw: bytes | None = None  # a non-message line as `entry.raw` stores it, when a parse worker packed it
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Identity of a non-message entry: its content without the tree links.
 
         v1 files get ids only when pi migrates them; keying on content keeps a
-        re-import of the migrated file from duplicating anything.
+        re-import of the migrated file from duplicating anything. Kept once computed: a parse
+        worker computes it and sends the entry on without its parsed JSON.
         """
         body = {k: v for k, v in self.data.items() if k not in ("id", "parentId")}
         return hashlib.sha1(json.dumps(body, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
