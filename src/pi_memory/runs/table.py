@@ -22,7 +22,7 @@ from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run
 from ..core.text import index_texts
 from ..errors import BadInput, NotFound
 from ..storage.store import Store, decode_text, decompress
-from ..storage.writes import AFTER_WRITE
+from ..storage.writes import AFTER_WRITE, WRITE_PLANNED
 
 # An optional summarizer (an LLM, say): (a closed run's messages, its rule-based summary) -> a
 # better navigation line, or None to keep the rule-based one. Off by default and never needed;
@@ -417,13 +417,18 @@ def write_run(store: Store, session_id: str, run: PreparedRun) -> tuple[int, boo
 
 def _write_files(store: Store, run_id: int, summary: RunSummary) -> None:
     store.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
+    store.executemany(
+        "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
+        _file_rows(run_id, summary),
+    )
+
+
+def _file_rows(run_id: int, summary: RunSummary) -> list[tuple[str, int, int, str]]:
     rows = []
     for action, files in (("read", summary.files_read), ("changed", summary.files_changed)):
         for f in files:
             rows += [(f.text, run_id, msg_id, action) for msg_id in f.msgs]
-    store.executemany(
-        "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING", rows
-    )
+    return rows
 
 
 def _index_summary(store: Store, run_id: int, run: PreparedRun) -> None:
@@ -513,4 +518,62 @@ def address_of(store: Store, msg_id: int) -> str | None:
     return f"r{rows[0][0]}/m{rows[0][1]}" if rows else None
 
 
+def write_planned(
+    store: Store, planned: list[tuple[str, list[PreparedRun], list[int]]], totals: dict[str, int]
+) -> set[str]:
+    """The `WRITE_PLANNED` hook: the runs of new sessions written whole, as their parse worker planned
+    them, inside the transaction that wrote their messages; the sessions whose runs it wrote.
+
+    New runs of new messages: nothing to replace, so no run file rows to clear and the summary's
+    indexed length set with the row; counters go to `totals`, written once for the transaction.
+    """
+    if SUMMARIZER is not None:
+        return set()
+    with_runs = _sessions_with_runs(store, [session_id for session_id, _, _ in planned])
+    written: set[str] = set()
+    for session_id, runs, ids in planned:
+        if session_id in with_runs:
+            continue
+        for run in runs:
+            _insert_new_run(store, session_id, renumbered(run, ids), totals)
+        written.add(session_id)
+    return written
+
+
+def _insert_new_run(store: Store, session_id: str, run: PreparedRun, totals: dict[str, int]) -> None:
+    group, summary = run.group, run.summary
+    fields = json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))
+    # OR IGNORE (the session has no run, so nothing is ignored): a plain INSERT ... RETURNING opens a
+    # statement journal, and opening one makes FTS5 flush the transaction's index entries so far
+    # into a segment of their own (one per run)
+    run_id = int(
+        store.scalar(
+            """INSERT OR IGNORE INTO run(session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls,
+                                         tool_errors, summary, fields, indexed_chars)
+               VALUES (?,?,?,?,?,?,?,?,'',?,?) RETURNING id""",
+            (
+                session_id,
+                group[0].msg_id,
+                min(m.ts for m in group),
+                max(m.ts for m in group),
+                run.status,
+                len(group),
+                summary.tool_calls,
+                sum(1 for m in group if m.role == "tool_error"),
+                store.stored_text(fields),
+                len(run.search_text),
+            ),
+        )
+    )
+    store.executemany(UPSERT_RUN_MSG, [(m.msg_id, run_id, k) for k, m in enumerate(group, start=1)])
+    store.executemany(
+        "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
+        _file_rows(run_id, summary),
+    )
+    store.index_run_summary(run_id, run.chars, run.grams)
+    totals["run_docs"] = totals.get("run_docs", 0) + 1
+    totals["run_chars"] = totals.get("run_chars", 0) + len(run.search_text)
+
+
 AFTER_WRITE.append(after_write)  # runs are built as messages are written
+WRITE_PLANNED.append(write_planned)  # ... and a new session's as planned, with its messages

@@ -112,13 +112,33 @@ RETURNING id, seq"""
 _INSERT_MSG_AT = """
 INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
 VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-RETURNING id, seq"""
+RETURNING id, seq, hash"""
+_SESSION_NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?"
+_INSERT_ENTRY = """
+INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)"""
 # ... and that seq is still the session's max while the row that got it is the newest of the whole
 # table (max(id): one page): any later row would have a larger id. Anything else (another writer,
 # a rollback, a message forgotten) takes the scan. A statement of its own: SQLite computes a scalar
 # subquery of constant inputs before the rest, even in a CASE branch or coalesce() not taken.
 _SEQ_STILL_MAX = """
 SELECT (SELECT max(id) FROM msg) = ?1 AND EXISTS (SELECT 1 FROM msg WHERE id = ?1 AND session_id = ?2 AND seq = ?3)"""
+
+
+def _ids_in_order(messages: list[NewMessage], returned: list[tuple[int, str]]) -> list[int | None]:
+    """The id each message got, from the (id, hash) rows an `executemany` insert returned for the
+    rows it added, in order; None for a message that was there already (or twice in the batch)."""
+    ids: list[int | None] = []
+    rows = iter(returned)
+    nxt = next(rows, None)
+    taken: set[str] = set()
+    for m in messages:
+        if nxt is not None and nxt[1] == m.hash and m.hash not in taken:
+            ids.append(nxt[0])
+            taken.add(m.hash)
+            nxt = next(rows, None)
+        else:
+            ids.append(None)
+    return ids
 
 
 def _packed_now(m: NewMessage) -> bytes:
@@ -178,6 +198,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self._wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
         self._line = WaitingLine(path)  # who waits for the write lock (`waiting.py`)
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
+        self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
 
     # --- opening ------------------------------------------------------------------
 
@@ -555,21 +576,15 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         message captured live (no entry id) and later imported from the file
         gets its entry id filled in here.
         """
-        meta = m.meta_json if m.meta_json is not None else meta_json(m.meta)
-        m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
         # a live message's text is packed with its index entry, at the idle moment (`index_pending`)
-        m.pack(self.text_dict_id, later=m.index_waits)
-        indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
-        row = (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash)
+        row = self._message_row(m, 0)[:-1]
         seq = self._next_seq(m.session_id)
         added = self.rows(_INSERT_MSG, row) if seq is None else self.rows(_INSERT_MSG_AT, (*row, seq))
         if not added:
             self._reconcile_entry_id(m)
             return None
         msg_id, seq = int(added[0][0]), int(added[0][1])
-        if len(self._last_seq) > 1000:
-            self._last_seq.clear()
-        self._last_seq[m.session_id] = (msg_id, seq, self._txn)
+        self._remember_seq(m.session_id, msg_id, seq)
         if m.index_waits:
             self.pending_index = True
         elif m.indexed:
@@ -577,10 +592,71 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self.index_typed(msg_id, m.text, m.typed)
         if m.raw is not None:
             self.conn.execute(
-                "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)",
-                (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw),
+                _INSERT_ENTRY, (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw)
             )
         return msg_id
+
+    def insert_messages(self, messages: list[NewMessage]) -> list[int | None]:
+        """Insert one session's messages unless present, as `insert_message` does each (inside a
+        write transaction); their new ids, None for each duplicate.
+
+        An import's chunk of a session: each table gets one statement run over all its rows
+        (`executemany`), instead of three or four statements a message, each a call from Python.
+        The seqs follow the session's last one; a message already there consumes none (the rows
+        after it move up, which only a live writer racing the import ever causes).
+        """
+        if len(messages) < 2:
+            return [self.insert_message(m) for m in messages]
+        session_id = messages[0].session_id
+        first_seq = self._next_seq(session_id)
+        if first_seq is None:
+            first_seq = int(self.scalar(_SESSION_NEXT_SEQ, (session_id,)))
+        rows = [self._message_row(m, first_seq + k) for k, m in enumerate(messages)]
+        returned = list(self.conn.cursor().executemany(_INSERT_MSG_AT, rows))  # (id, seq) of the rows added
+        ids = _ids_in_order(messages, [(int(i), str(h)) for i, _seq, h in returned])
+        added = [(msg_id, m) for msg_id, m in zip(ids, messages, strict=True) if msg_id is not None]
+        if len(added) < len(messages):
+            for m in (m for msg_id, m in zip(ids, messages, strict=True) if msg_id is None):
+                self._reconcile_entry_id(m)
+            self.conn.executemany(  # a duplicate consumes no seq
+                "UPDATE msg SET seq = ? WHERE id = ?", [(first_seq + k, msg_id) for k, (msg_id, _m) in enumerate(added)]
+            )
+        if added:
+            self._remember_seq(session_id, added[-1][0], first_seq + len(added) - 1)
+            self._index_and_keep(added)
+        return ids
+
+    def _message_row(self, m: NewMessage, seq: int) -> tuple[Any, ...]:
+        """`_INSERT_MSG_AT`'s values for a message, its text packed (or left for the idle moment)."""
+        meta = m.meta_json if m.meta_json is not None else meta_json(m.meta)
+        m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
+        m.pack(self.text_dict_id, later=m.index_waits)
+        indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
+        return (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash, seq)
+
+    def _remember_seq(self, session_id: str, msg_id: int, seq: int) -> None:
+        if len(self._last_seq) > 1000:
+            self._last_seq.clear()
+        self._last_seq[session_id] = (msg_id, seq, self._txn)
+
+    def _index_and_keep(self, added: list[tuple[int, NewMessage]]) -> None:
+        """The index entries and verbatim copies of new messages, one statement a table."""
+        if any(m.index_waits for _, m in added):
+            self.pending_index = True
+        indexed = [(msg_id, m) for msg_id, m in added if m.indexed and not m.index_waits]
+        self.conn.executemany(
+            "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", [(i, m.chars, m.grams) for i, m in indexed]
+        )
+        typed = [(i, m.typed if m.typed is not None else surface_text(m.text)) for i, m in indexed]
+        self.conn.executemany("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", [t for t in typed if t[1]])
+        self.conn.executemany(
+            _INSERT_ENTRY,
+            [
+                (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw)
+                for msg_id, m in added
+                if m.raw is not None
+            ],
+        )
 
     def _next_seq(self, session_id: str) -> int | None:
         """The session's next seq when this connection added its last message and nothing was added
@@ -640,10 +716,25 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         for name, delta in deltas.items():
             self.conn.execute("UPDATE counter SET value = value + ? WHERE name = ?", (delta, name))
 
+    def insert_entries(self, entries: list[NewEntry]) -> None:
+        """Non-message lines kept verbatim, one statement for all (inside a write transaction)."""
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,NULL,?)",
+            [(e.session_id, e.key, e.entry_id, e.type, e.ts, e.packed_raw or compress(e.raw)) for e in entries],
+        )
+
+    def set_first_user(self, session_id: str, msg_id: int, hash_: str, text: str) -> None:
+        """The headline of a session whose first user message the writer knows (a new session
+        written whole): what `update_first_user` would find, without reading it back."""
+        self.conn.execute("UPDATE session SET first_user = ? WHERE id = ?", (text[:200], session_id))
+        if len(self._first_users) > 1000:
+            self._first_users.clear()
+        self._first_users[session_id] = (msg_id, hash_)
+
     def insert_entry(self, e: NewEntry) -> bool:
         self.conn.execute(
             "INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,NULL,?)",
-            (e.session_id, e.key, e.entry_id, e.type, e.ts, compress(e.raw)),
+            (e.session_id, e.key, e.entry_id, e.type, e.ts, e.packed_raw or compress(e.raw)),
         )
         return self.conn.changes() > 0
 

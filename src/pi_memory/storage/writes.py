@@ -3,11 +3,14 @@
 Design idea: every message reaches the database through `write_sessions`, so
 idempotency (content hashes), transaction size and the after-write work are
 decided once. Nothing but SQL runs inside a transaction: messages arrive
-tokenized. Transactions hold at most `BATCH` messages and about `INDEX_BUDGET`
-characters of tokens (`pack`), short enough for a live writer waiting on the
-lock. After the messages are in, each hook in `AFTER_WRITE` runs with the new
-ids per session (the runs component registers its own: `runs.table`), or waits
-for the owner's idle moment on a deferring store (the bridge).
+tokenized. Each transaction takes pieces of the write while it is expected to
+end within `TXN_TARGET_S` (cut by time: short enough for a live writer waiting
+on the lock, as large as the machine allows). A session the archive did not
+have, written whole, gets its planned runs, headline and source file in the
+transaction of its last messages (`WRITE_PLANNED`); for everything else, after
+the messages are in, each hook in `AFTER_WRITE` runs with the new ids per
+session (the runs component registers both: `runs.table`), or waits for the
+owner's idle moment on a deferring store (the bridge).
 """
 
 from __future__ import annotations
@@ -22,11 +25,26 @@ if TYPE_CHECKING:
     from .store import NewEntry, NewMessage, SessionRow, Store
 
 BATCH = 200
-INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `pack`)
+INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `pack`; the team archive's)
+# How long a write transaction may hold the lock, its commit included: what a live writer beside an
+# import waits out at most. Transactions are cut by time, not by size: each takes pieces of the
+# write while the time they are expected to take (their `_index_cost` at the pace the store's last
+# transactions went, `Store.write_pace`: the runs they complete and the commit, where FTS5 writes
+# their segments, included) stays within this. So they stay as short on a slow or busy machine and
+# grow as large as they can on a fast one (fewer, larger segments to write and merge).
+TXN_TARGET_S = 0.035
+FIRST_PACE_S = 2e-7  # seconds per unit of `_index_cost` before any transaction was timed (~40 ms for 200k)
+CHUNK_BUDGET = 50_000  # characters of token text in one piece of a session (a transaction takes whole pieces)
 
 # Run after each write with (store, session id -> new msg ids, planned work per new session: see
 # `SessionWrite.planned`); components above storage register here.
 AFTER_WRITE: list[Callable[[Store, dict[str, list[int]], dict[str, tuple[Any, list[int]]]], None]] = []
+# Run inside the write transaction that completes sessions the archive did not have, written whole
+# with planned work (`SessionWrite.planned`): (store, [(session id, planned work, its message ids in
+# file order)], counter deltas to add to) -> the sessions whose work it wrote. Such a session's
+# messages, runs, headline and source file go in together: one transaction instead of three, and a
+# kill -9 leaves the file wholly imported or not at all. The runs component registers here.
+WRITE_PLANNED: list[Callable[[Store, list[tuple[str, Any, list[int]]], dict[str, int]], set[str]]] = []
 
 
 @dataclass
@@ -50,36 +68,116 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     """The one write path (import, live capture, watch). Returns (added, duplicates).
 
     Messages must be `prepare()`d (tokenized) already: nothing but SQL runs
-    inside a transaction. Units are packed into transactions of about `BATCH`
-    messages: few enough to keep the lock short for a live writer, many enough
-    that FTS5 writes one segment per transaction instead of one per session.
-    The last transaction also sets the first user message of the sessions that
-    got one (a live write is one transaction). After the messages are in, each
-    hook in `AFTER_WRITE` runs with the ids that were added, per session, in
-    its own transaction (runs hang off this).
+    inside a transaction. Units are cut into pieces (`CHUNK_BUDGET`) and each
+    transaction takes pieces while it is expected to end within `TXN_TARGET_S`:
+    short enough for a live writer waiting on the lock, long enough that FTS5
+    writes one segment per transaction instead of one per session. New sessions
+    written whole get their planned work with their last piece (`_complete_new`);
+    the last transaction sets the first user message of the other sessions that
+    got one (a live write is one transaction). After that, each hook in
+    `AFTER_WRITE` runs with the ids added to the other sessions, in its own
+    transactions (runs hang off this), and their source files are recorded.
     """
     skipped = 0
-    txns = pack(units)
-    for i, txn in enumerate(txns):
+    pieces = _pieces(units)
+    sessions_of = Counter(u.session_id for u in units)
+    completed: set[int] = set()  # units written whole with their planned work (`_complete_new`), by id()
+    at = 0
+    while at < len(pieces):
         with store.write():
-            totals: dict[str, int] = {}
-            for unit, chunk, first, _last in txn:
+            started, cost, totals, finished = time.perf_counter(), 0, dict[str, int](), []
+            while at < len(pieces):
+                unit, chunk, first, last = pieces[at]
+                piece_cost = sum(_index_cost(m) for m in chunk)
+                if cost and not _fits(store, started, cost + piece_cost):
+                    break
+                at += 1
                 skipped += _write_chunk(store, unit, chunk, first, totals)
+                cost += piece_cost
+                if last:
+                    finished.append(unit)
+            completed |= _complete_new(store, finished, sessions_of, totals)
             store.add_to_counters(totals)
-            if i == len(txns) - 1:
-                _update_first_users(store, units)
+            if at == len(pieces):
+                _update_first_users(store, [u for u in units if id(u) not in completed])
+        _timed(store, started, cost)
+    added = sum(len(u.added) for u in units)
+    rest = [u for u in units if id(u) not in completed]
     added_ids: dict[str, list[int]] = {}
-    for unit in units:
-        if unit.added:
-            added_ids.setdefault(unit.session_id, []).extend(unit.added)
-    added = sum(len(v) for v in added_ids.values())
-    for unit in units:
-        if unit.unfinished:
-            added_ids.setdefault(unit.session_id, []).extend(unit.unfinished)
+    for unit in rest:
+        if unit.added or unit.unfinished:
+            added_ids.setdefault(unit.session_id, []).extend(unit.added + unit.unfinished)
     if added_ids:
-        after_messages_added(store, added_ids, _planned(store, units))
-    _record_sources(store, units)
+        after_messages_added(store, added_ids, _planned(store, rest))
+    _record_sources(store, rest)
     return added, skipped
+
+
+def _fits(store: Store, started: float, cost: int) -> bool:
+    """Whether a transaction of this `_index_cost` is expected to end within `TXN_TARGET_S` (and
+    has not taken most of it already)."""
+    if time.perf_counter() - started > TXN_TARGET_S * 0.7:
+        return False
+    return cost * (store.write_pace or FIRST_PACE_S) <= TXN_TARGET_S
+
+
+def _timed(store: Store, started: float, cost: int) -> None:
+    """Learn the pace of the transaction just committed (seconds per unit of `_index_cost`)."""
+    if cost >= 10_000:  # a live write's few hundred units are mostly the commit's fixed cost
+        pace = (time.perf_counter() - started) / cost
+        store.write_pace = pace if not store.write_pace else 0.7 * store.write_pace + 0.3 * pace
+
+
+def _complete_new(
+    store: Store, finished: list[SessionWrite], sessions_of: Counter[str], totals: dict[str, int]
+) -> set[int]:
+    """Inside the transaction that wrote the last messages of `finished`: the planned work, headline
+    and source file of those that are new sessions written whole (`WRITE_PLANNED`); their id()s.
+
+    Whole and new: every message was added, the session is in this write once, and it holds exactly
+    these messages (a live writer may have added to it since the importer looked)."""
+    whole = [
+        u
+        for u in finished
+        if u.planned is not None
+        and len(u.added) == len(u.messages) > 0
+        and not u.unfinished
+        and sessions_of[u.session_id] == 1
+    ]
+    if not whole or not WRITE_PLANNED:
+        return set()
+    counts = store.message_counts([u.session_id for u in whole])
+    whole = [u for u in whole if counts.get(u.session_id) == len(u.messages)]
+    items = [(u.session_id, u.planned, u.added) for u in whole]
+    written = set.intersection(*(hook(store, items, totals) for hook in WRITE_PLANNED)) if items else set()
+    done: set[int] = set()
+    for unit in whole:
+        if unit.session_id in written:
+            _set_headline(store, unit)
+            if unit.source is not None:
+                path, size, mtime_ns = unit.source
+                store.record_source_file(path, unit.session_id, size, mtime_ns, _import_stamp())
+            done.add(id(unit))
+    return done
+
+
+def _set_headline(store: Store, unit: SessionWrite) -> None:
+    """A new session's first user message (display order: time, then file order), as its headline."""
+    users = [(m.ts, k) for k, m in enumerate(unit.messages) if m.role == "user"]
+    if users:
+        _, k = min(users)
+        store.set_first_user(unit.session_id, unit.added[k], unit.messages[k].hash, unit.messages[k].text)
+
+
+_last_stamp = 0
+
+
+def _import_stamp() -> int:
+    """A file's `imported_at`: now in ms, a ms after the previous one at least, so "the last
+    imports" stay in the order they were made."""
+    global _last_stamp
+    _last_stamp = max(int(time.time() * 1000), _last_stamp + 1)
+    return _last_stamp
 
 
 def _update_first_users(store: Store, units: list[SessionWrite]) -> None:
@@ -95,12 +193,12 @@ def _record_sources(store: Store, units: list[SessionWrite]) -> None:
     this leaves it to be read again, and the re-read finds the messages whose runs are missing."""
     sources = [u for u in units if u.source is not None]
     if sources:
-        now = int(time.time() * 1000)
         with store.write():
-            for i, unit in enumerate(sources):
+            for unit in sources:
                 assert unit.source is not None
-                # a ms apart, in import order: "the last imports" stay in the order they were made
-                store.record_source_file(unit.source[0], unit.session_id, unit.source[1], unit.source[2], now + i)
+                store.record_source_file(
+                    unit.source[0], unit.session_id, unit.source[1], unit.source[2], _import_stamp()
+                )
 
 
 def _planned(store: Store, units: list[SessionWrite]) -> dict[str, tuple[Any, list[int]]]:
@@ -155,16 +253,12 @@ def _write_chunk(store: Store, unit: SessionWrite, chunk: list[NewMessage], firs
     messages were already there."""
     if first and unit.row is not None:
         store.ensure_session(unit.row)
-    added: list[NewMessage] = []
-    for m in chunk:
-        msg_id = store.insert_message(m)
-        if msg_id is not None:
-            unit.added.append(msg_id)
-            added.append(m)
+    ids = store.insert_messages(chunk)
+    added = [m for msg_id, m in zip(ids, chunk, strict=True) if msg_id is not None]
+    unit.added += [msg_id for msg_id in ids if msg_id is not None]
     store.finish_batch(unit.session_id, added, totals)
-    if first:
-        for e in unit.entries:
-            store.insert_entry(e)
+    if first and unit.entries:
+        store.insert_entries(unit.entries)
     return len(chunk) - len(added)
 
 
@@ -186,13 +280,22 @@ def pack(units: list[SessionWrite]) -> list[list[tuple[SessionWrite, list[NewMes
     return [t for t in txns if t]
 
 
-def _chunks(messages: list[NewMessage]) -> list[list[NewMessage]]:
-    """A session's messages cut where BATCH or INDEX_BUDGET would be passed (an empty session: one empty chunk)."""
+def _pieces(units: list[SessionWrite]) -> list[tuple[SessionWrite, list[NewMessage], bool, bool]]:
+    """Each unit's messages in pieces of at most `CHUNK_BUDGET` (unit, piece, first?, last?), in order."""
+    out = []
+    for unit in units:
+        chunks = _chunks(unit.messages, CHUNK_BUDGET)
+        out += [(unit, chunk, i == 0, i == len(chunks) - 1) for i, chunk in enumerate(chunks)]
+    return out
+
+
+def _chunks(messages: list[NewMessage], budget: int = INDEX_BUDGET) -> list[list[NewMessage]]:
+    """A session's messages cut where BATCH or `budget` would be passed (an empty session: one empty chunk)."""
     chunks: list[list[NewMessage]] = [[]]
     cost = 0
     for m in messages:
         c = _index_cost(m)
-        if chunks[-1] and (len(chunks[-1]) >= BATCH or cost + c > INDEX_BUDGET):
+        if chunks[-1] and (len(chunks[-1]) >= BATCH or cost + c > budget):
             chunks.append([])
             cost = 0
         chunks[-1].append(m)
