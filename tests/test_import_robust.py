@@ -245,19 +245,21 @@ def test_an_import_checkpoints_in_larger_steps_on_a_thread_and_gives_the_setting
 
 def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_back(tmp_path: Path, monkeypatch) -> None:
     from pi_memory.ingest.importer import Importer
-    from pi_memory.storage.store import FTS_INDEXES, IMPORT_MERGE_RULE
+    from pi_memory.storage.store import FTS_INDEXES, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES, IMPORT_MERGE_RULE
 
     archive = Archive.open(tmp_path / "a.db")
     store = archive.store
     before = {t: store._automerge(t) for t in FTS_INDEXES}
     during: list[dict[str, int]] = []
     rules: list[dict[str, int]] = []
+    crises: list[dict[str, int]] = []
     steps: list[int] = []
     flush, merge_steps = Importer.flush, type(store).merge_steps
 
     def flush_and_look(self: Importer, report) -> None:
         during.append({t: store._automerge(t) for t in FTS_INDEXES})
         rules.append({t: _usermerge(store, t) for t in FTS_INDEXES})
+        crises.append({t: (_config(store, t, "crisismerge"), _config(store, t, "hashsize")) for t in FTS_INDEXES})
         flush(self, report)
 
     def counted(self) -> int:
@@ -270,8 +272,12 @@ def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_bac
     assert report.added > 0 and during and all(d == dict.fromkeys(FTS_INDEXES, 0) for d in during)
     assert steps and sum(steps) > 3 * len(steps)  # some merging was done, a step at a time
     assert all(r == dict.fromkeys(FTS_INDEXES, IMPORT_MERGE_RULE) for r in rules)  # wider levels while importing
+    limits = (IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES)  # no merge inside a commit, one segment a transaction
+    assert all(c == dict.fromkeys(FTS_INDEXES, limits) for c in crises)
     assert {t: store._automerge(t) for t in FTS_INDEXES} == before == dict.fromkeys(FTS_INDEXES, 2)
     assert {t: _usermerge(store, t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
+    assert {t: _config(store, t, "crisismerge") for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 16)
+    assert {t: _config(store, t, "hashsize") for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 1 << 20)
     assert not store.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")
     assert store.merge_steps() == len(FTS_INDEXES)  # merged as far as the index's own rule goes: one idle look each
     one = Archive.open(tmp_path / "one.db")
@@ -281,7 +287,11 @@ def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_bac
 
 
 def _usermerge(store, table: str) -> int:
-    return int(store.scalar(f"SELECT v FROM {table}_config WHERE k = 'usermerge'"))
+    return _config(store, table, "usermerge")
+
+
+def _config(store, table: str, key: str) -> int:
+    return int(store.scalar(f"SELECT v FROM {table}_config WHERE k = ?", (key,)))
 
 
 def test_a_killed_import_s_automerge_comes_back_at_the_next_opening(tmp_path: Path) -> None:
@@ -293,10 +303,14 @@ def test_a_killed_import_s_automerge_comes_back_at_the_next_opening(tmp_path: Pa
             store.execute("INSERT INTO counter(name, value) VALUES (?, 2)", ("automerge before import: " + table,))
             store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
             store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', 8)")
+            store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('crisismerge', 64)")
+            store.execute(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', 8388608)")
     store.close()
     reopened = Store.open(tmp_path / "a.db")
     assert {t: reopened._automerge(t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
     assert {t: _usermerge(reopened, t) for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 2)
+    assert {t: _config(reopened, t, "crisismerge") for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 16)
+    assert {t: _config(reopened, t, "hashsize") for t in FTS_INDEXES} == dict.fromkeys(FTS_INDEXES, 1 << 20)
     assert not reopened.rows("SELECT name FROM counter WHERE name LIKE 'automerge%'")
 
 

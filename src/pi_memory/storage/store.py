@@ -79,10 +79,22 @@ _INCREMENTAL_VACUUM = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 # While an import runs, its merge steps merge a level once it holds this many segments, instead of
 # the index's own rule (2, see `schema.COMPACT_FTS`), and merge the levels by that rule once at the
 # end: a merge rewrites every token it takes in, and two at a time rewrites each ~log2(segments)
-# times (~8 for 20k messages in transactions of ~100), eight at a time ~log8 plus the final pass.
-# Imports 12-35% faster, 70-90 bytes a message smaller, 2 segments left instead of 4-5 (the final
-# pass merges further than automerge keeps them); the final pass took 0.2-0.3 s of 20k messages.
-IMPORT_MERGE_RULE = 8
+# times (~8 for 20k messages in transactions of ~100), fifteen at a time ~log15 plus the final pass.
+# Eight instead of two: imports 12-35% faster, 70-90 bytes a message smaller, 2 segments left
+# instead of 4-5 (the final pass merges further than automerge keeps them; 0.2-0.3 s of 20k
+# messages). Fifteen instead of eight: ~23% less merging at any size (ln 8 / ln 15), ~11 us a
+# message on 20k (bench/results/import.json). FTS5 merges a level inside the commit that brings it
+# to `crisismerge` segments (16 by default): a 37 ms commit once the level-0 merge of 15 was under
+# way, so an import raises that to IMPORT_CRISIS_MERGE while it runs.
+IMPORT_MERGE_RULE = 15
+IMPORT_CRISIS_MERGE = 64
+FTS5_CRISIS_MERGE = 16  # FTS5's default, which no archive changes but an import
+# FTS5 writes what a transaction indexed as a segment at its commit, or sooner once it holds more
+# than `hashsize` bytes (1 MB by default): 90 of 150 import transactions of 40-message sessions
+# wrote two segments so (more to merge). An import lets a transaction hold 8 MB (~35 ms of writing
+# is 1.5-3 MB here), and gives the default back after.
+IMPORT_HASH_BYTES = 8 << 20
+FTS5_HASH_BYTES = 1 << 20
 # an import's record of an index's `automerge` before it turned it off (the counter table outlives
 # a killed import: the next opening gives the setting back); -1: FTS5's default, never set
 _AUTOMERGE_WAS = "automerge before import: "
@@ -846,11 +858,11 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         merges 64 x (levels) pages, and 17-24% of an import's write transactions held the lock over
         50 ms that way (up to ~150 ms), which a live writer waits out. Here automerge is off while
         the import runs and the importer merges after each write, `MERGE_STEP_PAGES` at a time, each
-        step its own transaction, levels of `IMPORT_MERGE_RULE` segments (`usermerge`); at the end it
-        merges on, in steps still, as far as the index's own rule goes (its automerge: levels of one
-        segment, as automerge keeps them). The setting before is kept in `counter` until it is
-        given back, so a killed import's next opening restores it (its levels are merged by the
-        next writes' automerge).
+        step its own transaction, levels of `IMPORT_MERGE_RULE` segments (`usermerge`, with
+        `crisismerge` out of their way); at the end it merges on, in steps still, as far as the
+        index's own rule goes (its automerge: levels of one segment, as automerge keeps them). The
+        setting before is kept in `counter` until it is given back, so a killed import's next
+        opening restores it (its levels are merged by the next writes' automerge).
         """
         with self.write():
             for table in FTS_INDEXES:
@@ -860,6 +872,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 )
                 self._set_merge_rule(table, IMPORT_MERGE_RULE)
                 self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
+                self._set_import_limits(table, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES)
         try:
             yield
             with self.write():
@@ -884,6 +897,12 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 self.conn.execute(f"PRAGMA incremental_vacuum({min(free, VACUUM_STEP_PAGES)})").fetchall()
             freed += min(free, VACUUM_STEP_PAGES)
         return freed
+
+    def _set_import_limits(self, table: str, crisis: int, hash_bytes: int) -> None:
+        """The segments a level takes before FTS5 merges it inside a commit, and the bytes a
+        transaction indexes before FTS5 writes them as a segment (see `IMPORT_CRISIS_MERGE`)."""
+        self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('crisismerge', ?)", (crisis,))
+        self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('hashsize', ?)", (hash_bytes,))
 
     def _set_merge_rule(self, table: str, rule: int) -> None:
         self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', ?)", (rule,))
@@ -921,6 +940,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                         f"INSERT INTO {table}({table}, rank) VALUES ('automerge', ?)", (_merge_rule(int(was)),)
                     )
                     self._set_merge_rule(table, _merge_rule(int(was)))
+                    self._set_import_limits(table, FTS5_CRISIS_MERGE, FTS5_HASH_BYTES)
                 self.conn.execute("DELETE FROM counter WHERE name = ?", (name,))
 
     def _automerge(self, table: str) -> int:
