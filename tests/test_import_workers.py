@@ -16,6 +16,7 @@ from pi_memory import Archive
 from pi_memory.core.sources.readers import read_session_file
 from pi_memory.storage.codec import decode_text, decompress, packed_with, register_dictionary, train_dictionary
 from pi_memory.storage.rows import NewMessage
+from pi_memory.storage.store import Store
 
 VUE = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
 FILES = 80  # 1,840 messages: the archive trains its dictionary after the first 1,000
@@ -42,11 +43,15 @@ def stored(db: Path) -> tuple[list[tuple[str, int, str]], list[bytes], list[Any]
 
 
 def import_through_a_worker(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, files: int = FILES, prefix: str = "copy"
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    files: int = FILES,
+    prefix: str = "copy",
+    dictionaries: list[int | None] | None = None,
 ) -> tuple[Path, int, list[bool], int]:
     """Import `files` sessions through one worker into `worker.db`: (the archive, its dictionary, for
     each text that came packed from the worker whether the writer stored that very value, the
-    writer's `encode_text` calls)."""
+    writer's `encode_text` calls, whose dictionaries go to `dictionaries`)."""
     folder = many_sessions(tmp_path / prefix, files, prefix)
     monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "1")
     monkeypatch.setattr(ingest, "AHEAD_BYTES", 64 << 10)  # a few files ahead: most are handed out after training
@@ -62,6 +67,8 @@ def import_through_a_worker(
 
     def spy_encode(text: str, dict_id: int | None = None) -> str | bytes:
         encoded.append(dict_id)
+        if dictionaries is not None:
+            dictionaries.append(dict_id)
         return encode_text(text, dict_id)
 
     monkeypatch.setattr(NewMessage, "pack", spy_pack)
@@ -92,6 +99,20 @@ def test_a_worker_that_got_the_dictionary_packs_the_text_and_the_writer_does_not
     _, _, kept, encoded = import_through_a_worker(tmp_path, monkeypatch)
     assert len(kept) > 23 * FILES // 4 and all(kept)
     assert encoded + len(kept) == 23 * FILES  # every other text was packed once, by the writer
+
+
+def test_a_first_import_learns_the_dictionary_before_writing_and_packs_no_text_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repacked: list[int] = []
+    monkeypatch.setattr(Store, "_repack_first_messages", lambda self, dict_id: repacked.append(dict_id))
+    dictionaries: list[int | None] = []
+    db, dict_id, kept, encoded = import_through_a_worker(tmp_path, monkeypatch, dictionaries=dictionaries)
+    assert dict_id and set(dictionaries) == {dict_id}  # the writer packed only with the archive's dictionary
+    assert 1000 <= encoded < 1000 + 23 * 8  # the first messages, and the few files the worker had before it
+    assert len(kept) + encoded == 23 * FILES and all(kept)
+    assert all(packed_with(v, dict_id) for v in stored(db)[2])
+    assert repacked == [dict_id]  # asked once, with nothing packed without the dictionary to find
 
 
 def test_an_archive_that_has_its_dictionary_hands_it_to_the_worker_before_its_first_file(

@@ -135,6 +135,7 @@ class Importer:
         self._any_tombstone: bool | None = None
         self._real_folders: dict[Path, str] = {}
         self._merging = False  # inside `import_paths`: the index merges are this importer's (`Store.merge_steps`)
+        self._training = False  # a first import holds its first messages until the dictionary is learned
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -285,12 +286,13 @@ class Importer:
             self.store.merging_in_steps(),
         ):
             self._merging = True
+            self._training = self.store.dictionary_due()
             try:
                 if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
                     return self._import_pipelined(files, force, progress, agent)
                 return self._import_serial(files, force, progress, agent)
             finally:
-                self._merging = False
+                self._merging = self._training = False
 
     def _import_serial(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
@@ -305,8 +307,20 @@ class Importer:
         return report
 
     def _maybe_flush(self, report: ImportReport) -> None:
+        if self._training:
+            if self._pending_messages < self.store.TRAIN_AFTER:
+                return  # a new archive's first messages stay here until its dictionary is learned from them
+            self._train_on_pending()
         if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
             self.flush(report)
+
+    def _train_on_pending(self) -> None:
+        """The archive's dictionary, learned from the first messages of its first import before any is
+        written: the parse workers get it at once and pack every text after, and no message is packed
+        twice (an archive that got its first messages another way learns it once it holds
+        `Store.TRAIN_AFTER`: `Store.text_codec`)."""
+        self._training = False
+        self.store.learn_dictionary([m.text for unit in self._pending for m in unit.messages])
 
     def _import_pipelined(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
@@ -321,7 +335,9 @@ class Importer:
         """
         report = ImportReport()
         self.store.text_codec()  # an archive that has its dictionary hands it to the workers before their first file
-        ahead = _Ahead(files, agent, lambda path, done: self._changed(path, force, done), self._text_dict)
+        ahead = _Ahead(
+            files, agent, lambda path, done: self._changed(path, force, done), self._text_dict, self._ahead_limit
+        )
         try:
             for path, source, skipped, prepared in ahead:
                 file_report = skipped or ImportReport(files=1)
@@ -337,6 +353,11 @@ class Importer:
             ahead.close()
         self.flush(report)
         return report
+
+    def _ahead_limit(self) -> int:
+        """How far the workers may parse ahead: not far while the dictionary is being learned (the
+        files they parse before they have it come back with their text for the writer to pack)."""
+        return min(LEARNING_AHEAD_BYTES, AHEAD_BYTES) if self._training else AHEAD_BYTES
 
     def _text_dict(self) -> int:
         """The dictionary the parse workers pack message text with: the archive's (0: none yet)."""
@@ -369,7 +390,8 @@ class _Ahead:
     """Files in order, each with its parse result, parsed ahead by workers (see `AHEAD_BYTES`).
 
     Yields (path, source, report of an unchanged/unreadable file or None, parse result or OSError or None).
-    `text_dict`: the archive's dictionary id (0: none yet), handed to each worker once it has one.
+    `text_dict`: the archive's dictionary id (0: none yet), handed to each worker once it has one;
+    `ahead_limit`: the source bytes the workers may have in hand (`AHEAD_BYTES` but at the start).
     """
 
     def __init__(
@@ -378,11 +400,13 @@ class _Ahead:
         agent: str | None,
         changed: Callable[[Path, ImportReport], tuple[str, int, int] | None],
         text_dict: Callable[[], int] = lambda: 0,
+        ahead_limit: Callable[[], int] = lambda: AHEAD_BYTES,
     ) -> None:
         self.todo = iter(files)
         self.agent = agent
         self.changed = changed
         self.text_dict = text_dict
+        self.ahead_limit = ahead_limit
         self.workers = [Worker() for _ in range(_workers())]
         self.turn = 0
         self.queue: deque[tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | None]] = deque()
@@ -408,7 +432,7 @@ class _Ahead:
             return path, source, None, exc
 
     def _refill(self) -> None:
-        while self.ahead_bytes < AHEAD_BYTES and self.ahead_requests < AHEAD_REQUEST_BYTES and self._ready():
+        while self.ahead_bytes < self.ahead_limit() and self.ahead_requests < AHEAD_REQUEST_BYTES and self._ready():
             path = next(self.todo, None)
             if path is None:
                 return
@@ -424,22 +448,18 @@ class _Ahead:
             self.queue.append((path, source, None, worker))
 
     def _ready(self) -> bool:
-        """Whether the next worker may take a file. One without the archive's dictionary gets it
-        first, when nothing is in flight for it (see `Worker.send_dictionary`): until its answers
-        are taken, no file is handed out (the writer packs the text of those files)."""
+        """Whether the next worker may take a file (always): one without the archive's dictionary
+        gets it first (the writer packs the text of the files it had before)."""
         dict_id = self.text_dict()
         data = codec.dictionary(dict_id) if dict_id else None
         if data is None or not self.workers:
             return True
         worker = self.workers[self.turn % len(self.workers)]
-        if worker.text_dict == dict_id:
-            return True
-        if worker.waiting:
-            return False
-        try:
-            worker.send_dictionary(dict_id, data)
-        except WorkerGone:
-            self._drop(worker)
+        if worker.text_dict != dict_id:
+            try:
+                worker.send_dictionary(dict_id, data)
+            except WorkerGone:
+                self._drop(worker)
         return True
 
     def _submit(self, path: Path) -> Worker | None:
@@ -483,6 +503,7 @@ PARALLEL_MIN_FILES = 32
 # blocked on a full answer pipe stops reading requests, and a writer blocked on a full request pipe
 # would never read its answers.
 AHEAD_BYTES = 4 << 20
+LEARNING_AHEAD_BYTES = 256 << 10  # ... while a first import learns the archive's dictionary (`_ahead_limit`)
 AHEAD_REQUEST_BYTES = 32 << 10
 
 

@@ -56,9 +56,10 @@ class Worker:
         self.waiting.append(path)
 
     def send_dictionary(self, dict_id: int, data: bytes) -> None:
-        """Hand over the archive's dictionary (no answer). Only with nothing in flight: it is larger
-        than the request pipe, and a worker blocked on writing an answer would never read it all."""
-        assert not self.waiting
+        """Hand over the archive's dictionary (no answer); the files asked for after it come back
+        with their text packed. It is larger than the request pipe, so this waits until the worker
+        has read it: it does, once its current file is answered, as its answers never wait (the
+        reading thread takes them as they come)."""
         self._send(("dict", data), "the archive's dictionary")
         self.text_dict = dict_id
 

@@ -112,17 +112,25 @@ _TEXT_ZSTD = b"\x02"
 # (~55 bytes a message). Packing a 1 KB message takes ~9 us with warm CPU caches either way, but
 # ~40 us against ~17 us inside an import (other work evicts the dictionary's tables); decoding ~7 us.
 TEXT_LEVEL = 6
+# A run's fields JSON (~870 bytes, written by the importer's writer, the busier of its two
+# processes) at level 3: ~8 us instead of ~20 a run, ~26 bytes larger (~9 a message).
+FIELDS_LEVEL = 3
 DICT_BYTES = 112_640  # a trained dictionary's size (zstd's usual 110 KB; 64 KB: ~3% larger text, 16 KB: ~10%)
 _HEADER = struct.Struct("<I")
+
+
 # Frames without zstd's 4-byte magic number (the format byte says what follows), with the level's
 # parameters fixed rather than fitted to each text's size: smaller (~2% at level 3) and as fast
-_TEXT_PARAMS = zstandard.ZstdCompressionParameters.from_level(
-    TEXT_LEVEL,
-    format=zstandard.FORMAT_ZSTD1_MAGICLESS,
-    write_content_size=True,
-    write_checksum=False,
-    write_dict_id=False,
-)
+def _text_params(level: int) -> zstandard.ZstdCompressionParameters:
+    return zstandard.ZstdCompressionParameters.from_level(
+        level,
+        format=zstandard.FORMAT_ZSTD1_MAGICLESS,
+        write_content_size=True,
+        write_checksum=False,
+        write_dict_id=False,
+    )
+
+
 _local = threading.local()  # zstd (de)compressors are not thread-safe: one of each per thread
 _DICTIONARIES: dict[int, bytes] = {}
 # called with a dictionary id no one registered: a store reloads its `codec_dict` (another
@@ -161,16 +169,16 @@ def train_dictionary(samples: list[bytes]) -> bytes | None:
         return None
 
 
-def _coders() -> dict[tuple[str, int], Any]:
-    coders: dict[tuple[str, int], Any] | None = getattr(_local, "coders", None)
+def _coders() -> dict[tuple[str, int, int], Any]:
+    coders: dict[tuple[str, int, int], Any] | None = getattr(_local, "coders", None)
     if coders is None:
         coders = _local.coders = {}
     return coders
 
 
-def _zstd(kind: str, dict_id: int) -> Any:
+def _zstd(kind: str, dict_id: int, level: int = TEXT_LEVEL) -> Any:
     coders = _coders()
-    coder = coders.get((kind, dict_id))
+    coder = coders.get((kind, dict_id, level))
     if coder is None:
         data = _DICTIONARIES.get(dict_id) if dict_id else None
         if dict_id and data is None:
@@ -181,22 +189,22 @@ def _zstd(kind: str, dict_id: int) -> Any:
                 raise ValueError(f"message text packed with dictionary {dict_id:08x}, which this archive does not hold")
         zdict = zstandard.ZstdCompressionDict(data) if data else None
         if kind == "c":
-            coder = zstandard.ZstdCompressor(dict_data=zdict, compression_params=_TEXT_PARAMS)
+            coder = zstandard.ZstdCompressor(dict_data=zdict, compression_params=_text_params(level))
         else:
             coder = zstandard.ZstdDecompressor(dict_data=zdict, format=zstandard.FORMAT_ZSTD1_MAGICLESS)
-        coders[(kind, dict_id)] = coder
+        coders[(kind, dict_id, level)] = coder
     return coder
 
 
-def encode_text(text: str, dict_id: int | None = None) -> str | bytes:
+def encode_text(text: str, dict_id: int | None = None, level: int = TEXT_LEVEL) -> str | bytes:
     """A message's rendered text as `msg.text` stores it (SQLite; PostgreSQL keeps plain text):
     format 2 with the archive's dictionary (`dict_id`, registered) or none (0). Without a `dict_id`
     (a parse worker not yet handed the archive's dictionary) the text stays as it is, for the
-    writer to pack (`NewMessage.pack`)."""
+    writer to pack (`NewMessage.pack`). `level`: zstd's (any reads back the same)."""
     if dict_id is None or not PACK_TEXT:
         return text
     data = text.encode("utf-8", "surrogatepass")
-    packed: bytes = _zstd("c", dict_id).compress(data)
+    packed: bytes = _zstd("c", dict_id, level).compress(data)
     return _TEXT_ZSTD + _HEADER.pack(dict_id) + packed
 
 
@@ -214,7 +222,7 @@ def decode_text(value: str | bytes | None) -> str:
         return value
     if value[:1] == _TEXT_ZSTD:
         (dict_id,) = _HEADER.unpack_from(value, 1)
-        out: bytes = _zstd("d", dict_id).decompress(value[5:])
+        out: bytes = _zstd("d", dict_id, 0).decompress(value[5:])
         return out.decode("utf-8", "surrogatepass")
     if value[:1] == _TEXT_V1:
         return _inflate(value[1:], _TEXT_DICT_V1).decode("utf-8", "surrogatepass")

@@ -329,9 +329,28 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         self._codec_check_at = top * 2  # too little to learn from yet: try again at twice the size
         return self.text_dict_id
 
+    def dictionary_due(self) -> bool:
+        """Whether new text would be packed with a dictionary this archive has yet to learn."""
+        return codec.PACK_TEXT and not self.text_codec()
+
+    def learn_dictionary(self, texts: list[str]) -> int:
+        """Learn the archive's dictionary from these texts (an import's first messages, before they
+        are written) unless it has one; the dictionary id new text is packed with (0: too little to
+        learn from)."""
+        if not self.dictionary_due():
+            return self.text_dict_id
+        self._adopt_dictionary(codec.train_dictionary([t.encode("utf-8", "surrogatepass") for t in texts]))
+        return self.text_dict_id
+
     def _train_dictionary(self) -> None:
         rows = self.rows("SELECT text FROM msg ORDER BY id DESC LIMIT ?", (2 * self.TRAIN_AFTER,))
-        data = codec.train_dictionary([decode_text(t).encode("utf-8", "surrogatepass") for (t,) in rows])
+        self._adopt_dictionary(
+            codec.train_dictionary([decode_text(t).encode("utf-8", "surrogatepass") for (t,) in rows])
+        )
+
+    def _adopt_dictionary(self, data: bytes | None) -> None:
+        """Keep a learned dictionary in `codec_dict` (unless another writer was first) and pack with
+        the archive's from now on; the messages packed before it, packed again (a young archive's)."""
         if data is None:
             return
         dict_id = codec.register_dictionary(data)
@@ -577,7 +596,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         return compress(raw, text)
 
     def stored_text(self, value: str) -> str | bytes:
-        return encode_text(value, self.text_dict_id)
+        return encode_text(value, self.text_dict_id, codec.FIELDS_LEVEL)
 
     def insert_message(self, m: NewMessage) -> int | None:
         """Insert unless present; returns the new msg id, or None for a duplicate.

@@ -32,7 +32,7 @@ INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `p
 # transactions went, `Store.write_pace`: the runs they complete and the commit, where FTS5 writes
 # their segments, included) stays within this. So they stay as short on a slow or busy machine and
 # grow as large as they can on a fast one (fewer, larger segments to write and merge).
-TXN_TARGET_S = 0.035
+TXN_TARGET_S = 0.03
 FIRST_PACE_S = 2e-7  # seconds per unit of `_index_cost` before any transaction was timed (~40 ms for 200k)
 CHUNK_BUDGET = 50_000  # characters of token text in one piece of a session (a transaction takes whole pieces)
 

@@ -234,6 +234,9 @@ class PgStore(PgWrites, SharedSql):
 
     text_dict_id = 0  # message text is stored plain here (`codec.PACK_TEXT` is SQLite's): no dictionary
 
+    def dictionary_due(self) -> bool:
+        return False
+
     def text_codec(self) -> int:
         """The dictionary message text is packed with: none on PostgreSQL (the importer asks before
         handing its parse workers one)."""
