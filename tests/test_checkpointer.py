@@ -18,13 +18,15 @@ def _write_transactions(store: Store, count: int) -> None:
 
 
 def _after_the_threads_pass(store: Store) -> None:
-    """Wait (not a timing assertion: up to a minute on a loaded machine) for the thread's pass to end."""
+    """Wait (not a timing assertion: up to a minute on a loaded machine) until no pass of the thread
+    is under way, once it has made one. The last may have ended and been finished by the writes
+    already (the state is back to idle), or be waiting for the next write to finish it."""
     checkpointer = store.aside_checkpointer
     assert checkpointer is not None
     deadline = time.monotonic() + 60
-    while not checkpointer.finish_due and time.monotonic() < deadline:
+    while (checkpointer._state == "copying" or not checkpointer.passes) and time.monotonic() < deadline:
         time.sleep(0.005)
-    assert checkpointer.finish_due
+    assert checkpointer.passes and checkpointer._state != "copying"
 
 
 def _wal_frames(path: Path) -> int:
@@ -45,8 +47,10 @@ def test_checkpoints_aside_keep_the_wal_short_and_give_the_setting_back(tmp_path
         assert store.scalar("PRAGMA wal_autocheckpoint") == 0  # the thread checkpoints, not the commits
         _write_transactions(store, 300)  # ~5 pages a transaction: ~1,400 frames without checkpoints
         _after_the_threads_pass(store)
-        _write_transactions(store, 1)  # copies what the pass left, then starts the WAL over
-        assert _wal_frames(store.path) < 40
+        # copies what a finished pass left, then starts the WAL over; or, if the writes finished the
+        # last pass already, adds to a WAL that has grown by less than a pass's 40 frames since
+        _write_transactions(store, 1)
+        assert _wal_frames(store.path) < 2 * 40
     assert store.scalar("PRAGMA wal_autocheckpoint") == 0
     assert store.scalar("SELECT count(*) FROM t") == 301
     store.close()
@@ -86,5 +90,5 @@ def test_a_bulk_write_inside_one_that_checkpoints_aside_leaves_the_checkpoints_t
         _write_transactions(store, 30)  # the thread is still woken: the WAL hook is still its own
         _after_the_threads_pass(store)
         _write_transactions(store, 1)
-        assert _wal_frames(store.path) < 40
+        assert _wal_frames(store.path) < 2 * 40
     store.close()
