@@ -23,11 +23,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from . import fold_table
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Han ideographs (URO, Ext A, Ext B-H, compatibility), kana and Hangul syllables
 # are "CJK" here: scripts without spaces, cut into characters and bigrams.
@@ -131,6 +132,8 @@ def normalize_fast(text: str, lower: str | None = None) -> str:
 def fold_chars(text: str) -> str:
     """Each traditional character replaced by its simplified one, as code points in a NumPy array:
     `str.translate` with a dict looks every character up in Python (~40 us per KB, 10-20x this)."""
+    import numpy as np  # here: a parse worker, which only cuts documents, never loads it (~0.2 s of CPU)
+
     codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     table = _fold_array()
     folded = np.where(codes < table.size, table.take(codes, mode="clip"), codes)
@@ -140,6 +143,8 @@ def fold_chars(text: str) -> str:
 @lru_cache(maxsize=1)
 def _fold_array() -> np.ndarray:
     """`_char_fold_table` as an array over the code points up to its highest (identity elsewhere)."""
+    import numpy as np
+
     table = _char_fold_table()
     out = np.arange(max(table) + 1, dtype=np.uint32)
     for point, simplified in table.items():

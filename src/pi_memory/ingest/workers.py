@@ -34,6 +34,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env={
+                "OPENBLAS_NUM_THREADS": "1",  # a worker never multiplies matrices (see `frontends.cli`)
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
             },

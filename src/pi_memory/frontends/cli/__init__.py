@@ -12,8 +12,15 @@ May import: the facade (`pi_memory.archive`, its presenters in
 web). Never storage, search, runs or ingest directly.
 """
 
+import os
+
+# NumPy's OpenBLAS starts a thread per core when imported, and they spin: ~0.12 s of CPU taken from
+# whatever the process does next (an import's writer, a first search). Nothing here multiplies
+# matrices large enough to want them. Set before anything imports NumPy; a caller's own setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 # every command group registers its commands on the `cli` group when imported
-from . import memory, review, runs, services, team  # noqa: F401
-from .main import EXAMPLES, INTERNAL_COMMANDS, cli, main
+from . import memory, review, runs, services, team  # noqa: E402, F401
+from .main import EXAMPLES, INTERNAL_COMMANDS, cli, main  # noqa: E402
 
 __all__ = ["EXAMPLES", "INTERNAL_COMMANDS", "cli", "main"]
