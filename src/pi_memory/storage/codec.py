@@ -108,10 +108,12 @@ PACK_TEXT = True
 # without one, or zlib's ~0.58 at ~3x the decoding time). The id is a hash of the dictionary's
 # bytes, so two archives open in one process never mistake one's dictionary for the other's.
 _TEXT_ZSTD = b"\x02"
-# zstd level 6 (lazy matching), parameters fixed (below): ~9% smaller than level 3 on the bench mix
-# (~55 bytes a message). Packing a 1 KB message takes ~9 us with warm CPU caches either way, but
-# ~40 us against ~17 us inside an import (other work evicts the dictionary's tables); decoding ~7 us.
-TEXT_LEVEL = 6
+# zstd level 3, parameters fixed (below). Level 6 (lazy matching) is ~8% smaller (~50 bytes a
+# message on the bench mix), but inside an import, where other work evicts the dictionary's tables
+# from the CPU caches, it takes ~30 us a 1.2 KB text against ~19 us (both ~9 us with warm caches):
+# the parse worker spent ~13% of its time there, and the import's two processes are both busy.
+# Decoding takes ~7 us at either level, and rows packed at either read the same.
+TEXT_LEVEL = 3
 # A run's fields JSON (~870 bytes, written by the importer's writer, the busier of its two
 # processes) at level 3: ~8 us instead of ~20 a run, ~26 bytes larger (~9 a message).
 FIELDS_LEVEL = 3
