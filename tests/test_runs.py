@@ -333,6 +333,7 @@ def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segm
 
 def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_with() -> None:
     from pi_memory.core.summary import summarize
+    from pi_memory.runs.planned import fields_template
 
     msgs = [
         RunMessage(0, "a", "user", "fix src/app.py please"),
@@ -348,9 +349,47 @@ def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_wit
         RunMessage(3, "d", "assistant", "Fixed it.", {"stopReason": "stop"}),
     ]
     summary = summarize(msgs)
-    summary.renumber([101, 205, 307, 408])
-    fields = summary.to_dict()
+    ids = [101, 205, 307, 408]
+    template = fields_template(summary)
+    fields = json.loads("".join(p if isinstance(p, str) else str(ids[p]) for p in template))
     assert fields["goal"]["msgs"] == [101]
     assert fields["files_changed"][0]["msgs"] == [205]
     assert fields["errors"]["msgs"] == [307]
     assert fields["outcome"]["msgs"] == [408]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'fix "src/app.py" \\ now',
+        "修复缓存\x00\x001\x00 索引",
+        "emoji 🎉 and \ud800 a lone surrogate",
+        "\x00" + "12" + "\x00",
+    ],
+)
+def test_a_planned_runs_fields_with_their_ids_in_are_the_json_of_the_summary_with_those_ids(text: str) -> None:
+    """The template is json.dumps of the summary with slots for the ids: the same bytes, whatever the
+    text holds (quotes, NULs and digits that look like a slot, characters JSON escapes or not)."""
+    from pi_memory.core.summary import Field, summarize
+    from pi_memory.runs.planned import fields_template
+
+    msgs = [
+        RunMessage(0, "a", "user", text),
+        RunMessage(
+            1,
+            "b",
+            "assistant",
+            "→ bash",
+            {"tools": ["bash"]},
+            {"content": [{"type": "toolCall", "id": "c1", "name": "bash", "arguments": {"command": f"cat {text}"}}]},
+        ),
+        RunMessage(2, "c", "tool_result", text, {"toolCallId": "c1"}),
+        RunMessage(3, "d", "assistant", text, {"stopReason": "stop"}),
+    ]
+    summary = summarize(msgs)
+    ids = [7, 70, 700, 7000]
+    filled = "".join(p if isinstance(p, str) else str(ids[p]) for p in fields_template(summary))
+    for f in [summary.goal, summary.outcome, *summary.files_read, *summary.commands, summary.errors]:
+        if isinstance(f, Field):
+            f.msgs = [ids[p] for p in f.msgs]
+    assert filled == json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))

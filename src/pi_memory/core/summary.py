@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,14 +109,6 @@ class RunSummary:
 
     def search_text(self) -> str:
         return fields_search_text(self.to_dict())
-
-    def renumber(self, ids: Sequence[int]) -> None:
-        """Replace message positions by message ids: a run planned before its messages had ids
-        (a parse worker numbers a file's messages 0, 1, 2...) gets them once they are written."""
-        fields = [self.goal, self.outcome, *self.files_read, *self.files_changed, *self.commands, self.errors]
-        for f in fields:
-            if f is not None:
-                f.msgs = [ids[position] for position in f.msgs]
 
 
 def fields_search_text(fields: dict[str, Any]) -> str:

@@ -24,7 +24,8 @@ from ..core.summary import RunMessage
 from ..core.text import index_texts, surface_text
 from ..errors import ArchiveError
 from ..runs import forget
-from ..runs.table import PreparedRun, message_of, plan_file_runs, source_message
+from ..runs.planned import PlannedRun, plan_file_runs
+from ..runs.table import message_of, source_message
 from ..storage import codec
 from ..storage.rows import meta_json
 from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store, compress
@@ -383,7 +384,7 @@ class PreparedFile:
 
     parsed: ParsedSession
     cuts: dict[str, Cut]
-    runs: list[PreparedRun] | None
+    runs: list[PlannedRun] | None
 
 
 class _Ahead:
@@ -552,7 +553,7 @@ def _cut(entry: Entry, text_dict: int = 0) -> Cut:
     return Cut(chars, grams, packed_raw, entry.raw, typed, meta, packed)
 
 
-def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PreparedRun] | None:
+def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PlannedRun] | None:
     """The session's runs, as `runs.table` would build them from the archived messages: the same
     display order (time, then file order), the meta and verbatim message as read back."""
     messages = []

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from ..core.text import index_texts
 from ..errors import BadInput, NotFound
 from ..storage.store import Store, decode_text, decompress
-from ..storage.writes import AFTER_WRITE, WRITE_PLANNED
+from ..storage.writes import AFTER_WRITE
 
 # An optional summarizer (an LLM, say): (a closed run's messages, its rule-based summary) -> a
 # better navigation line, or None to keep the rule-based one. Off by default and never needed;
@@ -30,10 +30,9 @@ from ..storage.writes import AFTER_WRITE, WRITE_PLANNED
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
 RUNS_PER_WRITE = 100  # runs written per transaction: a few ms, like an import batch
-# per new session: (its runs as `plan_file_runs` planned them, the ids its messages got in file order)
-PlannedRuns = dict[str, tuple[list["PreparedRun"], list[int]]]
 UPSERT_RUN_MSG = """INSERT INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)
                     ON CONFLICT(msg_id) DO UPDATE SET run_id=excluded.run_id, pos=excluded.pos"""
+INSERT_RUN_FILE = "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING"
 
 
 @dataclass
@@ -123,33 +122,25 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
 # --- segmentation, incremental ----------------------------------------------------
 
 
-def after_write(store: Store, added: dict[str, list[int]], planned: PlannedRuns | None = None) -> None:
+def after_write(store: Store, added: dict[str, list[int]]) -> None:
     """The `AFTER_WRITE` hook (session id -> new msg ids): extend each open run, or re-segment
     the tail the new messages touch; the runs of all these sessions share write transactions.
-
-    `planned`: sessions that are new and were written whole from one file, with the runs their
-    parse worker planned (by message position) and the ids their messages got, in file order.
-    Their runs are written as planned: nothing is read back or summarized here.
+    (A new session written whole by an import got the runs its parse worker planned, with its
+    messages: `planned.write_planned`.)
     """
-    with_runs = _sessions_with_runs(store, list(added))
-    ready = {
-        session_id: plan
-        for session_id, plan in (planned or {}).items()
-        if session_id in added and session_id not in with_runs and SUMMARIZER is None
-    }
+    with_runs = sessions_with_runs(store, list(added))
     tails = {
         session_id: _tail_start(store, session_id, new_ids)
         for session_id, new_ids in added.items()
         if session_id in with_runs and not _extend_open_run(store, session_id, new_ids)
     }
-    # a session without runs yet (a first import: most of them) is segmented from its beginning
-    fresh = {session_id: None for session_id in added if session_id not in with_runs and session_id not in ready}
-    runs = [(sid, renumbered(run, ids)) for sid, (plan, ids) in ready.items() for run in plan]
-    if tails or fresh or runs:
-        segment_sessions(store, {**tails, **fresh}, set(fresh), runs)
+    # a session without runs yet is segmented from its beginning
+    fresh = {session_id: None for session_id in added if session_id not in with_runs}
+    if tails or fresh:
+        segment_sessions(store, {**tails, **fresh}, set(fresh))
 
 
-def _sessions_with_runs(store: Store, session_ids: list[str]) -> set[str]:
+def sessions_with_runs(store: Store, session_ids: list[str]) -> set[str]:
     """The sessions among these that have a run already (one query for a whole write)."""
     sql = f"SELECT DISTINCT session_id FROM run WHERE {store.sql_in_list('session_id')}"
     return {str(r[0]) for r in store.rows(sql, (store.list_param(session_ids),))}
@@ -276,53 +267,23 @@ def prepare_run(group: list[RunMessage], is_last: bool) -> PreparedRun:
     return PreparedRun(group, status, summary, text, *index_texts(text))
 
 
-def plan_file_runs(messages: list[RunMessage]) -> list[PreparedRun] | None:
-    """The runs of a whole session read from its file, planned where the file is parsed (pure).
-
-    `messages` are in display order and numbered by position (their `msg_id` is the message's
-    place in the file, 0, 1, 2...): a parse worker has no ids yet. What comes back keeps only what
-    writing a run needs of its messages; `renumbered` puts the real ids in. None when an optional
-    summarizer is set: it runs in the writing process, on runs built there.
-    """
-    if SUMMARIZER is not None:
-        return None
-    groups = segment(messages)
-    return [_slim(prepare_run(g, is_last=i == len(groups) - 1)) for i, g in enumerate(groups)]
-
-
-def _slim(run: PreparedRun) -> PreparedRun:
-    run.group = [RunMessage(m.msg_id, None, m.role, "", {}, None, m.ts) for m in run.group]
-    return run
-
-
-def renumbered(run: PreparedRun, ids: list[int]) -> PreparedRun:
-    """A planned run with message positions replaced by the ids the messages got."""
-    run.group = [replace(m, msg_id=ids[m.msg_id]) for m in run.group]
-    run.summary.renumber(ids)
-    return run
-
-
 def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -> list[int]:
     """Re-segment a session from `start` (None: from its beginning); returns the run ids written."""
     return segment_sessions(store, {session_id: start})
 
 
 def segment_sessions(
-    store: Store,
-    starts: dict[str, tuple[int, int] | None],
-    without_runs: set[str] | None = None,
-    planned: list[tuple[str, PreparedRun]] | None = None,
+    store: Store, starts: dict[str, tuple[int, int] | None], without_runs: set[str] | None = None
 ) -> list[int]:
     """Re-segment sessions, each from its start (None: from its beginning); returns the run ids written.
 
     `without_runs`: sessions known to have had no run before (nothing stale to look for).
-    `planned`: runs of new sessions planned already (`plan_file_runs`), written with the others.
 
     Everything is computed first, outside any transaction; then the runs of all the sessions are
     written `RUNS_PER_WRITE` to a short transaction. A bulk import's flush covers many sessions,
     and one transaction per session would cost a commit (and a new FTS5 segment) each.
     """
-    plans: list[tuple[str, PreparedRun]] = list(planned or [])
+    plans: list[tuple[str, PreparedRun]] = []
     firsts: dict[str, set[int]] = {}
     for session_id, start in starts.items():
         with store.read():
@@ -417,17 +378,15 @@ def write_run(store: Store, session_id: str, run: PreparedRun) -> tuple[int, boo
 
 def _write_files(store: Store, run_id: int, summary: RunSummary) -> None:
     store.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
-    store.executemany(
-        "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
-        _file_rows(run_id, summary),
-    )
+    store.executemany(INSERT_RUN_FILE, [(path, run_id, msg_id, action) for path, msg_id, action in file_rows(summary)])
 
 
-def _file_rows(run_id: int, summary: RunSummary) -> list[tuple[str, int, int, str]]:
+def file_rows(summary: RunSummary) -> list[tuple[str, int, str]]:
+    """(path, msg id, action) of every file the run read or changed, per message that did."""
     rows = []
     for action, files in (("read", summary.files_read), ("changed", summary.files_changed)):
         for f in files:
-            rows += [(f.text, run_id, msg_id, action) for msg_id in f.msgs]
+            rows += [(f.text, msg_id, action) for msg_id in f.msgs]
     return rows
 
 
@@ -518,62 +477,4 @@ def address_of(store: Store, msg_id: int) -> str | None:
     return f"r{rows[0][0]}/m{rows[0][1]}" if rows else None
 
 
-def write_planned(
-    store: Store, planned: list[tuple[str, list[PreparedRun], list[int]]], totals: dict[str, int]
-) -> set[str]:
-    """The `WRITE_PLANNED` hook: the runs of new sessions written whole, as their parse worker planned
-    them, inside the transaction that wrote their messages; the sessions whose runs it wrote.
-
-    New runs of new messages: nothing to replace, so no run file rows to clear and the summary's
-    indexed length set with the row; counters go to `totals`, written once for the transaction.
-    """
-    if SUMMARIZER is not None:
-        return set()
-    with_runs = _sessions_with_runs(store, [session_id for session_id, _, _ in planned])
-    written: set[str] = set()
-    for session_id, runs, ids in planned:
-        if session_id in with_runs:
-            continue
-        for run in runs:
-            _insert_new_run(store, session_id, renumbered(run, ids), totals)
-        written.add(session_id)
-    return written
-
-
-def _insert_new_run(store: Store, session_id: str, run: PreparedRun, totals: dict[str, int]) -> None:
-    group, summary = run.group, run.summary
-    fields = json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))
-    # OR IGNORE (the session has no run, so nothing is ignored): a plain INSERT ... RETURNING opens a
-    # statement journal, and opening one makes FTS5 flush the transaction's index entries so far
-    # into a segment of their own (one per run)
-    run_id = int(
-        store.scalar(
-            """INSERT OR IGNORE INTO run(session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls,
-                                         tool_errors, summary, fields, indexed_chars)
-               VALUES (?,?,?,?,?,?,?,?,'',?,?) RETURNING id""",
-            (
-                session_id,
-                group[0].msg_id,
-                min(m.ts for m in group),
-                max(m.ts for m in group),
-                run.status,
-                len(group),
-                summary.tool_calls,
-                sum(1 for m in group if m.role == "tool_error"),
-                store.stored_text(fields),
-                len(run.search_text),
-            ),
-        )
-    )
-    store.executemany(UPSERT_RUN_MSG, [(m.msg_id, run_id, k) for k, m in enumerate(group, start=1)])
-    store.executemany(
-        "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING",
-        _file_rows(run_id, summary),
-    )
-    store.index_run_summary(run_id, run.chars, run.grams)
-    totals["run_docs"] = totals.get("run_docs", 0) + 1
-    totals["run_chars"] = totals.get("run_chars", 0) + len(run.search_text)
-
-
 AFTER_WRITE.append(after_write)  # runs are built as messages are written
-WRITE_PLANNED.append(write_planned)  # ... and a new session's as planned, with its messages

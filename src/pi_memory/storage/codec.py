@@ -114,9 +114,10 @@ _TEXT_ZSTD = b"\x02"
 # the parse worker spent ~13% of its time there, and the import's two processes are both busy.
 # Decoding takes ~7 us at either level, and rows packed at either read the same.
 TEXT_LEVEL = 3
-# A run's fields JSON (~870 bytes, written by the importer's writer, the busier of its two
-# processes) at level 3: ~8 us instead of ~20 a run, ~26 bytes larger (~9 a message).
-FIELDS_LEVEL = 3
+# A run's fields JSON (~870 bytes, packed by the importer's writer, the busier of its two processes)
+# at level 2: with the CPU caches taken by the writer's other work, ~13 us a run instead of ~24 at
+# level 3 and ~35 at level 6, ~14 and ~40 bytes larger (~5 and ~15 a message).
+FIELDS_LEVEL = 2
 DICT_BYTES = 112_640  # a trained dictionary's size (zstd's usual 110 KB; 64 KB: ~3% larger text, 16 KB: ~10%)
 _HEADER = struct.Struct("<I")
 

@@ -36,9 +36,8 @@ TXN_TARGET_S = 0.03
 FIRST_PACE_S = 2e-7  # seconds per unit of `_index_cost` before any transaction was timed (~40 ms for 200k)
 CHUNK_BUDGET = 50_000  # characters of token text in one piece of a session (a transaction takes whole pieces)
 
-# Run after each write with (store, session id -> new msg ids, planned work per new session: see
-# `SessionWrite.planned`); components above storage register here.
-AFTER_WRITE: list[Callable[[Store, dict[str, list[int]], dict[str, tuple[Any, list[int]]]], None]] = []
+# Run after each write with (store, session id -> new msg ids); components above storage register here.
+AFTER_WRITE: list[Callable[[Store, dict[str, list[int]]], None]] = []
 # Run inside the write transaction that completes sessions the archive did not have, written whole
 # with planned work (`SessionWrite.planned`): (store, [(session id, planned work, its message ids in
 # file order)], counter deltas to add to) -> the sessions whose work it wrote. Such a session's
@@ -58,8 +57,8 @@ class SessionWrite:
     source: tuple[str, int, int] | None = None  # (path, size, mtime_ns), recorded once its runs are built
     unfinished: list[int] = field(default_factory=list)  # archived messages still without a run (a killed import)
     # Work planned from the whole file for a session the archive did not have (its runs, numbered by
-    # message position): handed to the hooks with the ids the messages got, when every message was
-    # added and the session was still new inside the transaction; otherwise the hooks read it back.
+    # message position): written with the ids the messages got (`WRITE_PLANNED`), when every message
+    # was added and the session was still new inside the transaction; otherwise the hooks read it back.
     planned: Any = None
     added: list[int] = field(default_factory=list)  # the ids its new messages got, in order (set by the write)
 
@@ -108,7 +107,7 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
         if unit.added or unit.unfinished:
             added_ids.setdefault(unit.session_id, []).extend(unit.added + unit.unfinished)
     if added_ids:
-        after_messages_added(store, added_ids, _planned(store, rest))
+        after_messages_added(store, added_ids)
     _record_sources(store, rest)
     return added, skipped
 
@@ -201,40 +200,19 @@ def _record_sources(store: Store, units: list[SessionWrite]) -> None:
                 )
 
 
-def _planned(store: Store, units: list[SessionWrite]) -> dict[str, tuple[Any, list[int]]]:
-    """Planned work of the units written whole, with their message ids in file order: every message
-    was added, and the session holds nothing else (a live writer may have added to it meanwhile;
-    then the hooks read the session back instead)."""
-    units_of = Counter(u.session_id for u in units)
-    whole = [
-        u
-        for u in units
-        if u.planned is not None
-        and len(u.added) == len(u.messages) > 0
-        and not u.unfinished
-        and units_of[u.session_id] == 1
-    ]
-    if not whole:
-        return {}
-    counts = store.message_counts([u.session_id for u in whole])
-    return {u.session_id: (u.planned, u.added) for u in whole if counts.get(u.session_id) == len(u.messages)}
-
-
-def after_messages_added(
-    store: Store, added_ids: dict[str, list[int]], planned: dict[str, tuple[Any, list[int]]] | None = None
-) -> None:
+def after_messages_added(store: Store, added_ids: dict[str, list[int]]) -> None:
     """Run the `AFTER_WRITE` hooks for new messages (session id -> ids), or keep them for later
     (a deferring store keeps only the ids: its hooks read the messages back when they run)."""
     if store.deferred_hooks is not None:
         for session_id, ids in added_ids.items():
             store.deferred_hooks.setdefault(session_id, []).extend(ids)
     else:
-        _run_hooks(store, added_ids, planned or {})
+        _run_hooks(store, added_ids)
 
 
-def _run_hooks(store: Store, added_ids: dict[str, list[int]], planned: dict[str, tuple[Any, list[int]]]) -> None:
+def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:
     for hook in AFTER_WRITE:
-        hook(store, added_ids, planned)
+        hook(store, added_ids)
 
 
 def run_deferred_hooks(store: Store) -> bool:
@@ -244,7 +222,7 @@ def run_deferred_hooks(store: Store) -> bool:
     if not store.deferred_hooks:
         return indexed
     pending, store.deferred_hooks = store.deferred_hooks, {}
-    _run_hooks(store, pending, {})
+    _run_hooks(store, pending)
     return True
 
 
