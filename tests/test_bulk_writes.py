@@ -12,7 +12,8 @@ import pytest
 import pi_memory.storage.writes as writes
 from conftest import PI_DATA
 from pi_memory import Archive
-from pi_memory.ingest.importer import Importer, ImportReport, parse_and_tokenize
+from pi_memory.ingest.importer import Importer, ImportReport
+from pi_memory.ingest.prepare import parse_and_tokenize
 from pi_memory.storage.rows import NewMessage
 from pi_memory.storage.store import Store
 from pi_memory.storage.writes import SessionWrite
@@ -38,8 +39,7 @@ def planned_units(store: Store, paths: list[Path]) -> list[SessionWrite]:
     importer = Importer(store)
     units = []
     for path in paths:
-        prepared = parse_and_tokenize(str(path), None)
-        unit = importer.plan_session(prepared.parsed, path, ImportReport(), prepared)
+        unit = importer.plan_session(parse_and_tokenize(str(path), None), path, ImportReport())
         assert unit is not None and unit.planned is not None
         unit.source = (str(path), path.stat().st_size, path.stat().st_mtime_ns)
         units.append(unit)

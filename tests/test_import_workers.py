@@ -153,7 +153,11 @@ def test_a_text_packed_with_a_dictionary_the_archive_does_not_use_is_packed_agai
             a.import_paths([many_sessions(tmp_path / "first", 50)])
             assert a.store.text_dict_id not in (0, foreign)
         # as a worker holding another archive's dictionary would leave the file
-        monkeypatch.setattr(ingest, "parse_and_tokenize", lambda path, agent, text_dict=0: parse(path, agent, foreign))
+        monkeypatch.setattr(
+            ingest,
+            "parse_and_tokenize",
+            lambda path, agent, text_dict=0, keep_lines=False: parse(path, agent, foreign, keep_lines),
+        )
         assert a.import_paths([VUE]).added == 23
         own = a.store.text_dict_id
     texts, _, values = stored(db)

@@ -254,7 +254,7 @@ def run_tables(archive: Archive) -> dict[str, list[Any]]:
 def test_a_first_import_writes_the_runs_planned_from_the_file_exactly_as_reading_the_messages_back_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pi_memory.ingest.importer as importer
+    import pi_memory.ingest.prepare as prepare
     import pi_memory.runs.table as runs
 
     sources = [PI_DATA, PI_DATA.parent / "claude", PI_DATA.parent / "codex"]
@@ -268,7 +268,7 @@ def test_a_first_import_writes_the_runs_planned_from_the_file_exactly_as_reading
             planned.import_paths([source])
         from_plans = run_tables(planned)
     assert read_back == []  # every session was new: no run was built by reading messages back
-    monkeypatch.setattr(importer, "plan_file_runs", lambda messages: None)
+    monkeypatch.setattr(prepare, "plan_file_runs", lambda messages: None)
     with Archive.open(tmp_path / "read-back.db") as other:
         for source in sources:
             other.import_paths([source])
@@ -282,7 +282,7 @@ def test_a_planned_run_sees_each_message_as_reading_its_verbatim_line_back_would
     """The planner takes pi's parsed JSON instead of parsing a line again, except where the two
     differ: a line of invalid UTF-8 is read with replacement characters, but cannot be read back."""
     from pi_memory.core.sources.readers import read_session_file
-    from pi_memory.ingest.importer import _source
+    from pi_memory.ingest.prepare import _source
     from pi_memory.runs.table import source_message
 
     files = [*sorted(PI_DATA.glob("*.jsonl")), *sorted(BAD_DATA.glob("*.jsonl"))]
@@ -300,7 +300,8 @@ def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segm
     tmp_path: Path,
 ) -> None:
     from pi_memory.core.sources.readers import read_session_file
-    from pi_memory.ingest.importer import Importer, ImportReport, message_from_entry, parse_and_tokenize
+    from pi_memory.ingest.importer import Importer, ImportReport, message_from_entry
+    from pi_memory.ingest.prepare import parse_and_tokenize
     from pi_memory.storage.store import Store
     from pi_memory.storage.writes import write_messages
 
@@ -308,7 +309,7 @@ def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segm
     parsed = read_session_file(path)
     with Archive.open(tmp_path / "a.db") as archive:
         importer = Importer(archive.store)
-        unit = importer.plan_session(parsed, path, ImportReport(), parse_and_tokenize(str(path), None))
+        unit = importer.plan_session(parse_and_tokenize(str(path), None), path, ImportReport())
         assert unit is not None and unit.planned and unit.row is not None  # the archive has no such session yet
         bridge = Store.open(tmp_path / "a.db")
         bridge.defer_hooks()  # like the bridge: runs are built at its next idle moment

@@ -9,9 +9,10 @@ imports only this package, whoever the caller is (a script, `python -`, a REPL, 
 
 This module is the child's side (`serve`); the parent's (`Worker`) is `ingest.workers`.
 
-Protocol: pickles over the child's stdin/stdout. The parent sends `("file", path, agent, dict_id)`,
-the child answers `("ok", result)` or `("oserror", strerror)`, in order; `dict_id` is the archive
-dictionary to pack the messages' text with (0: none, the writer packs it). `("dict", data)` hands
+Protocol: pickles over the child's stdin/stdout. The parent sends `("file", path, agent, dict_id,
+keep_lines)`, the child answers `("ok", result)` (an `ingest.prepare.PreparedFile`) or
+`("oserror", strerror)`, in order; `dict_id` is the archive dictionary to pack the messages' text
+with (0: none, the writer packs it), `keep_lines` asks for the verbatim lines as they are. `("dict", data)` hands
 the child a dictionary (the archive's, once it has one) and gets no answer. End of input ends the
 child (so a killed importer leaves no worker behind). The parent keeps the requests in flight under
 what the request pipe holds (`importer.AHEAD_REQUEST_BYTES`): a child blocked on a full answer pipe
@@ -27,7 +28,7 @@ from typing import IO, Any
 
 
 def serve(inp: IO[bytes], out: IO[bytes]) -> None:
-    from .ingest.importer import parse_and_tokenize
+    from .ingest.prepare import parse_and_tokenize
     from .storage.codec import register_dictionary
 
     held: set[int] = set()  # the dictionaries handed to this child (their ids, from their bytes)
@@ -39,9 +40,10 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
         if request[0] == "dict":
             held.add(register_dictionary(request[1]))
             continue
-        _, path, agent, dict_id = request
+        _, path, agent, dict_id, keep_lines = request
         try:
-            answer: tuple[str, Any] = ("ok", parse_and_tokenize(path, agent, dict_id if dict_id in held else 0))
+            prepared = parse_and_tokenize(path, agent, dict_id if dict_id in held else 0, keep_lines)
+            answer: tuple[str, Any] = ("ok", prepared)
         except OSError as exc:
             answer = ("oserror", exc.strerror or str(exc))
         pickle.dump(answer, out, protocol=pickle.HIGHEST_PROTOCOL)

@@ -10,26 +10,20 @@ reported with their line numbers; everything good in the same file is kept.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..core.sources.pi import Entry, ParsedSession, project_of
-from ..core.sources.readers import read_session_file
-from ..core.summary import RunMessage
-from ..core.text import index_texts, surface_text
 from ..errors import ArchiveError
 from ..runs import forget
-from ..runs.planned import PlannedRun, plan_file_runs
-from ..runs.table import message_of, source_message
 from ..storage import codec
-from ..storage.rows import meta_json
-from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store, compress
+from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store
 from ..storage.writes import BATCH, SessionWrite
+from .prepare import PreparedFile, message_ts, parse_and_tokenize, prepare
 from .workers import Worker, WorkerGone
 
 
@@ -88,11 +82,12 @@ def discover(paths: Iterable[Path]) -> list[Path]:
 
 
 def message_from_entry(session_id: str, entry: Entry) -> NewMessage:
+    """A parsed message line as a message to write (not yet cut: `NewMessage.prepare`)."""
     r = entry.rendered
     assert r is not None
     return NewMessage(
         session_id=session_id,
-        ts=_message_ts(entry),
+        ts=message_ts(entry),
         role=r.role,
         text=r.text,
         indexed=r.indexed,
@@ -105,10 +100,10 @@ def message_from_entry(session_id: str, entry: Entry) -> NewMessage:
     )
 
 
-def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
-    h = parsed.header
+def _session_row(prepared: PreparedFile, path: Path) -> SessionRow:
+    h = prepared.header
     assert h is not None
-    times = [e.ts for e in parsed.entries if e.ts] or [h.started_at]
+    times = prepared.times or [h.started_at]
     return SessionRow(
         id=h.session_id,
         agent=h.agent,
@@ -116,7 +111,7 @@ def _session_row(parsed: ParsedSession, path: Path) -> SessionRow:
         project=project_of(h.cwd),
         started_at=h.started_at or min(times),
         last_at=max(times),
-        name=parsed.name,
+        name=prepared.name,
         parent_session=h.parent_session,
         source_path=str(path),
     )
@@ -156,6 +151,12 @@ class Importer:
             return None
         return key, stat.st_size, stat.st_mtime_ns
 
+    @property
+    def keep_lines(self) -> bool:
+        """Whether messages come with their verbatim lines as they are (the team archive stores them
+        alone), not packed against their text by whoever prepares them (`prepare.prepare`)."""
+        return not self.store.packs_lines
+
     def _file_key(self, path: Path) -> str:
         """The path a file is remembered by, fully resolved. A plain file's is its folder's, resolved
         once per import, and its name: most imports are thousands of files in a few folders."""
@@ -172,7 +173,7 @@ class Importer:
         if source is None:
             return report
         try:
-            parsed = parse_and_tokenize(str(path), agent)
+            parsed = parse_and_tokenize(str(path), agent, keep_lines=self.keep_lines)
         except OSError as exc:
             report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
             return report
@@ -180,49 +181,33 @@ class Importer:
         return report
 
     def _accept(self, path: Path, source: tuple[str, int, int], prepared: PreparedFile, report: ImportReport) -> None:
-        parsed = prepared.parsed
-        report.errors += [FileError(str(path), s.line_no, s.error) for s in parsed.skipped]
-        if parsed.header is None:
-            if not parsed.skipped:
+        report.errors += [FileError(str(path), s.line_no, s.error) for s in prepared.skipped]
+        if prepared.header is None:
+            if not prepared.skipped:
                 report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
             return
-        unit = self.plan_session(parsed, path, report, prepared)
+        unit = self.plan_session(prepared, path, report)
         if unit is None:
             return
         unit.source = source
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)
-        self.messages_read += len(parsed.messages)
+        self.messages_read += len(prepared.messages)
 
-    def plan_session(
-        self,
-        parsed: ParsedSession,
-        path: Path,
-        report: ImportReport,
-        prepared: PreparedFile | None = None,
-    ) -> SessionWrite | None:
-        """What of this session is new: tokenized messages and the other entries.
-
-        `prepared`: the parse worker's work on this file (messages cut, by hash; the
-        session's runs, used when the archive does not have the session yet).
-        """
-        tokens = prepared.cuts if prepared is not None else None
-        row = _session_row(parsed, path)
+    def plan_session(self, prepared: PreparedFile, path: Path, report: ImportReport) -> SessionWrite | None:
+        """What of this session is new: its messages (cut and packed) and its other lines, and the
+        runs planned for it when the archive does not have it yet and takes all of it."""
+        row = _session_row(prepared, path)
         report.sessions.add(row.id)
         forgotten = self._forgotten(row.id)
         if forget.WHOLE_SESSION in forgotten:
-            report.forgotten += len(parsed.messages)
+            report.forgotten += len(prepared.messages)
             return None  # the user forgot this session: not even its row comes back
-        unit = SessionWrite(row.id, [], [], row)
+        unit = SessionWrite(row.id, [], [NewEntry(row.id, *line) for line in prepared.kept], row)
         existing = self.store.existing_hashes(row.id)
-        is_copy = parsed.header is not None and parsed.header.parent_session is not None
-        for entry in parsed.entries:
-            if entry.rendered is None:
-                unit.entries.append(
-                    NewEntry(row.id, entry.key, entry.entry_id, entry.type, entry.ts, entry.raw, entry.packed_raw)
-                )
-                continue
-            m = message_from_entry(row.id, entry)
+        is_copy = prepared.header is not None and prepared.header.parent_session is not None
+        for line in prepared.messages:
+            m = NewMessage(row.id, *line)
             if m.hash in forgotten or (not self.include_forgotten and self._forgotten_anywhere(m.hash)):
                 report.forgotten += 1
                 continue
@@ -232,13 +217,11 @@ class Importer:
             if is_copy and m.hash not in existing and self.store.copied_from_elsewhere(m.entry_id, m.hash):
                 report.skipped += 1  # a fork/clone copies entries under the same ids: archived once
                 continue
-            if m.hash not in existing:
-                _tokenize(m, tokens)
             unit.messages.append(m)
         if existing:
             unit.unfinished = self.store.messages_without_run(row.id)
-        elif prepared is not None and len(unit.messages) == len(prepared.parsed.messages):
-            unit.planned = prepared.runs  # a new session, whole: its runs as the worker planned them
+        elif len(unit.messages) == len(prepared.messages):
+            unit.planned = prepared.runs  # a new session, whole: its runs as planned with it
         return unit
 
     def _forgotten(self, session_id: str) -> set[str]:
@@ -339,6 +322,7 @@ class Importer:
         ahead = _Ahead(
             files, agent, lambda path, done: self._changed(path, force, done), self._text_dict, self._ahead_limit
         )
+        ahead.keep_lines = self.keep_lines
         try:
             for path, source, skipped, prepared in ahead:
                 file_report = skipped or ImportReport(files=1)
@@ -365,28 +349,6 @@ class Importer:
         return self.store.text_dict_id if codec.PACK_TEXT else 0
 
 
-class Cut(NamedTuple):
-    """A message's tokens and storage, made by the parse worker."""
-
-    chars: str
-    grams: str
-    packed_raw: bytes | None  # the verbatim line, packed
-    raw: bytes | None  # the verbatim line it was packed from
-    typed: str  # the characters typed in a script that folds to another (`msg_typed`)
-    meta: str | None  # the message's meta as `msg.meta` stores it
-    packed: str | bytes | None = None  # the text as `msg.text` stores it, when the worker held the dictionary
-
-
-@dataclass
-class PreparedFile:
-    """One file as the parse worker leaves it: parsed, its messages cut (by hash),
-    and the session's runs planned by message position (None: an optional summarizer is set)."""
-
-    parsed: ParsedSession
-    cuts: dict[str, Cut]
-    runs: list[PlannedRun] | None
-
-
 class _Ahead:
     """Files in order, each with its parse result, parsed ahead by workers (see `AHEAD_BYTES`).
 
@@ -411,6 +373,7 @@ class _Ahead:
         self.workers = [Worker() for _ in range(_workers())]
         self.turn = 0
         self.queue: deque[tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | None]] = deque()
+        self.keep_lines = False  # messages come with their lines as they are (`Importer.keep_lines`)
         self.ahead_bytes = 0  # source bytes handed to workers and not yet taken back
         self.ahead_requests = 0  # bytes of the requests among them (paths): see AHEAD_REQUEST_BYTES
 
@@ -469,7 +432,7 @@ class _Ahead:
             worker = self.workers[self.turn % len(self.workers)]
             self.turn += 1
             try:
-                worker.submit(str(path), self.agent)
+                worker.submit(str(path), self.agent, self.keep_lines)
                 return worker
             except WorkerGone:
                 self._drop(worker)
@@ -482,7 +445,7 @@ class _Ahead:
                 return result
             except WorkerGone:
                 self._drop(worker)
-        return parse_and_tokenize(str(path), self.agent)
+        return parse_and_tokenize(str(path), self.agent, keep_lines=self.keep_lines)
 
     def _drop(self, worker: Worker) -> None:
         if worker in self.workers:
@@ -519,99 +482,11 @@ def _workers() -> int:
     return 1 if (os.cpu_count() or 1) > 1 else 0
 
 
-def parse_and_tokenize(path: str, agent: str | None, text_dict: int = 0) -> PreparedFile:
-    """Read one session file, cut its indexed messages into tokens, compress every message's
-    verbatim line and pack its text with the archive's dictionary `text_dict` (registered; 0: the
-    writer packs it), and plan the session's runs (pure; runs in a worker). The first
-    message of a hash is the one kept."""
-    parsed = read_session_file(Path(path), agent)
-    cuts: dict[str, Cut] = {}
-    for entry in parsed.entries:
-        rendered = entry.rendered
-        if rendered is None or rendered.hash in cuts:
-            continue
-        cuts[rendered.hash] = _cut(entry, text_dict)
-    runs = _plan_runs(parsed, cuts)
-    for entry in parsed.entries:
-        if entry.rendered is None:  # kept verbatim only: its key and stored line are made here
-            _ = entry.key
-            entry.packed_raw = compress(entry.raw)
-        entry.data = {}  # the writer needs the rendered message, the key and the verbatim line, not the parsed JSON
-    return PreparedFile(parsed, cuts, runs)
-
-
-def _cut(entry: Entry, text_dict: int = 0) -> Cut:
-    rendered = entry.rendered
-    assert rendered is not None
-    chars = grams = typed = ""
-    if rendered.indexed:
-        chars, grams = index_texts(rendered.text)
-        typed = surface_text(rendered.text)
-    packed_raw = compress(entry.raw, rendered.text) if entry.raw is not None else None
-    meta = meta_json(rendered.meta)
-    packed = codec.encode_text(rendered.text, text_dict) if text_dict else None
-    return Cut(chars, grams, packed_raw, entry.raw, typed, meta, packed)
-
-
-def _plan_runs(parsed: ParsedSession, cuts: dict[str, Cut]) -> list[PlannedRun] | None:
-    """The session's runs, as `runs.table` would build them from the archived messages: the same
-    display order (time, then file order), the meta and verbatim message as read back."""
-    messages = []
-    for position, entry in enumerate(parsed.messages):
-        r = entry.rendered
-        assert r is not None
-        stored_meta = cuts[r.hash].meta
-        meta = json.loads(stored_meta) if stored_meta else {}
-        messages.append(RunMessage(position, entry.entry_id, r.role, r.text, meta, _source(entry), _message_ts(entry)))
-    messages.sort(key=lambda m: (m.ts, m.msg_id))
-    return plan_file_runs(messages)
-
-
-def _source(entry: Entry) -> dict[str, Any] | None:
-    """The verbatim message as `runs.table` reads it back: `source_message(entry.raw)`, without
-    parsing the line a second time where the reader's JSON is that line's (~15 us a message)."""
-    if entry.data_is_line and entry.data and _strict_utf8(entry.raw):
-        return message_of(entry.data)
-    return source_message(entry.raw)
-
-
-def _strict_utf8(raw: bytes) -> bool:
-    """`decode_line` reads invalid UTF-8 with replacement characters, `json.loads(bytes)` not at all."""
-    if raw.isascii():
-        return True
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _message_ts(entry: Entry) -> int:
-    return (entry.rendered.ts if entry.rendered else 0) or entry.ts
-
-
-def _tokenize(m: NewMessage, tokens: dict[str, Cut] | None) -> None:
-    """Use the worker's tokens and packed storage when it made them for this message; otherwise make them here."""
-    cut = tokens.get(m.hash) if tokens else None
-    if cut is None:
-        m.prepare()
-        return
-    # the same hash, the same text; `NewMessage.pack` packs it again unless packed with the archive's dictionary
-    m.packed = cut.packed
-    if m.raw == cut.raw:  # the same line (a later line with the same hash has its own verbatim copy and meta)
-        m.packed_raw = cut.packed_raw
-        m.meta_json = cut.meta
-    if not m.indexed:
-        return
-    m.chars, m.grams, m.typed = cut.chars, cut.grams, cut.typed
-    if not m.chars and not m.grams:
-        m.indexed = False
-
-
 def write_parsed(importer: Importer, parsed: ParsedSession, path: Path) -> tuple[int, int]:
     """Write what is new in a parsed file or chunk of one (`watch`'s path). Returns (added, duplicates)."""
     report = ImportReport()
-    unit = importer.plan_session(parsed, path, report)
+    prepared = prepare(parsed, importer.store.text_codec(), importer.keep_lines)
+    unit = importer.plan_session(prepared, path, report)
     if unit is None:
         return 0, report.skipped
     added, skipped = importer.write_units([unit])

@@ -51,9 +51,10 @@ class Worker:
         self._reader = threading.Thread(target=self._read_answers, name="pi-memory parse answers", daemon=True)
         self._reader.start()
 
-    def submit(self, path: str, agent: str | None) -> None:
-        """Ask for a file, its messages' text packed with the dictionary this worker holds."""
-        self._send(("file", path, agent, self.text_dict), path)
+    def submit(self, path: str, agent: str | None, keep_lines: bool = False) -> None:
+        """Ask for a file, its messages' text packed with the dictionary this worker holds (and their
+        lines as they are with `keep_lines`: `prepare.prepare`)."""
+        self._send(("file", path, agent, self.text_dict, keep_lines), path)
         self.waiting.append(path)
 
     def send_dictionary(self, dict_id: int, data: bytes) -> None:

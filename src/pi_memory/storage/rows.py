@@ -41,7 +41,7 @@ class NewMessage:
     parent_id: str | None
     meta: dict[str, Any]
     hash: str
-    raw: bytes | None = None  # the verbatim source line, if any
+    raw: bytes | None = None  # the verbatim source line, if any (or only `packed_raw`: `has_line`)
     entry_type: str = "message"
     chars: str = ""
     grams: str = ""
@@ -50,6 +50,11 @@ class NewMessage:
     typed: str | None = None  # `msg_typed`'s column (`text.surface_chars` joined), when made before
     meta_json: str | None = None  # `msg.meta` as stored, when made before
     index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
+
+    @property
+    def has_line(self) -> bool:
+        """Whether the message came from a source line (kept verbatim): as it is, or packed already."""
+        return self.raw is not None or self.packed_raw is not None
 
     def prepare(self) -> None:
         """Tokenize outside the transaction."""

@@ -156,10 +156,10 @@ def _ids_in_order(messages: list[NewMessage], returned: list[tuple[int, str]]) -
 def _packed_now(m: NewMessage) -> bytes:
     """The verbatim line of a message that is already archived, compressed (an existing row is not
     pending: nothing would compress a plain line later)."""
+    if m.packed_raw is not None and codec.plain_line(m.packed_raw) is None:
+        return m.packed_raw
     assert m.raw is not None
-    if m.packed_raw is None or codec.plain_line(m.packed_raw) is not None:
-        return compress(m.raw, m.text)
-    return m.packed_raw
+    return compress(m.raw, m.text)
 
 
 # How often a connection that finds the archive locked looks again. SQLite's own busy handler sleeps
@@ -621,7 +621,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         elif m.indexed:
             self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
             self.index_typed(msg_id, m.text, m.typed)
-        if m.raw is not None:
+        if m.has_line:
             self.conn.execute(
                 _INSERT_ENTRY, (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw)
             )
@@ -685,7 +685,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             [
                 (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw)
                 for msg_id, m in added
-                if m.raw is not None
+                if m.has_line
             ],
         )
 
@@ -713,7 +713,7 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             return
         msg_id = rows[0][0]
         self.conn.execute("UPDATE msg SET entry_id=?, parent_id=? WHERE id=?", (m.entry_id, m.parent_id, msg_id))
-        if m.raw is not None:
+        if m.has_line:
             self.conn.execute(
                 "UPDATE entry SET raw=?, entry_id=?, type=? WHERE msg_id=?",
                 (_packed_now(m), m.entry_id, m.entry_type, msg_id),
@@ -815,6 +815,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
 
     # --- live capture (capture.py) ----------------------------------------------------
 
+    # verbatim lines are stored against their message's text (`codec.compress(raw, text)`), which
+    # an import's parse worker does: it sends the packed line, not the line (`ingest.prepare`)
+    packs_lines = True
     checkpoints_deferred = False
     # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once
     deferred_hooks: dict[str, list[int]] | None = None
