@@ -1,11 +1,13 @@
 """Import session files into the archive: discover, parse, dedupe, write in short batches.
 
-Design idea: parsing, rendering and tokenizing happen outside any transaction;
-each batch of at most `BATCH` messages is one short write transaction (spec 000
-§9 rule 4), so an import never holds the lock long enough to stall a live pi
-session writing at the same time. Files that have not changed since the last
-import (same size and mtime) are skipped without being read. Bad lines are
-reported with their line numbers; everything good in the same file is kept.
+Design idea: parsing, rendering, tokenizing and compressing happen outside any
+transaction (`prepare`; in a parse worker process while this one writes, for
+many files); the write path cuts its transactions by the time they take
+(`storage.writes.TXN_TARGET_S`, spec 000 §9 rule 4), so an import never holds the
+lock long enough to stall a live pi session writing at the same time. Files
+that have not changed since the last import (same size and mtime) are skipped
+without being read. Bad lines are reported with their line numbers; everything
+good in the same file is kept.
 """
 
 from __future__ import annotations
