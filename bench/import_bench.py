@@ -601,6 +601,7 @@ def main() -> None:
             continue
         folder = work / f"sessions-{shape}"
         shutil.rmtree(folder, ignore_errors=True)
+        words.rng = random.Random(f"import_bench {shape}")  # each shape the same files, whichever others are built
         shapes[shape] = (folder, build_shape(folder, words, shape, n))
         print(
             f"{shape}: {shapes[shape][1]['files']} files, {shapes[shape][1]['messages']} messages, {shapes[shape][1]['source_bytes'] / 1e6:.1f} MB"
