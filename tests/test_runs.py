@@ -366,6 +366,7 @@ def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_wit
         "修复缓存\x00\x001\x00 索引",
         "emoji 🎉 and \ud800 a lone surrogate",
         "\x00" + "12" + "\x00",
+        "\x00\x00",  # the slot itself: the template is made value by value
     ],
 )
 def test_a_planned_runs_fields_with_their_ids_in_are_the_json_of_the_summary_with_those_ids(text: str) -> None:

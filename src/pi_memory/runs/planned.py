@@ -78,44 +78,83 @@ def _planned(run: table.PreparedRun) -> PlannedRun:
     )
 
 
+# What a "msgs" list becomes for one `json.dumps` of a run's fields: a string no summary holds (a
+# field's text is never exactly two NULs; if one were, `fields_template` would notice and go slow)
+_SLOT = "\x00\x00"
+_SLOT_JSON = json.dumps(_SLOT)
+
+
 def fields_template(summary: RunSummary) -> Template:
     """`json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))` with every number
     of a "msgs" list left as a slot (its message position), to be filled with ids later."""
+    fields = summary.to_dict()
+    lists: list[list[int]] = []
+    pieces = json.dumps(_slotted(fields, lists), ensure_ascii=False, separators=(",", ":")).split(_SLOT_JSON)
+    if len(pieces) != len(lists) + 1:  # some text was the slot itself: the slow way, value by value
+        return _template_by_value(fields)
+    out: Template = [pieces[0]]
+    for positions, after in zip(lists, pieces[1:], strict=True):
+        out.append("[")
+        for i, position in enumerate(positions):
+            out.extend(["," if i else "", int(position)])
+        out.append("]" + after)
+    return _merged(out)
+
+
+def _slotted(value: Any, lists: list[list[int]]) -> Any:
+    """The fields with each "msgs" list replaced by `_SLOT` (and kept in `lists`, in JSON order)."""
+    if isinstance(value, dict):
+        out = {}
+        for k, item in value.items():
+            if k == "msgs":
+                lists.append(list(item))
+                out[k] = _SLOT
+            else:
+                out[k] = _slotted(item, lists)
+        return out
+    if isinstance(value, list):
+        return [_slotted(item, lists) for item in value]
+    return value
+
+
+def _merged(template: Template) -> Template:
+    """Adjacent strings joined: a template alternates text and slots."""
     out: Template = []
-    pending: list[str] = []  # the text since the last slot
+    for part in template:
+        if isinstance(part, str) and out and isinstance(out[-1], str):
+            out[-1] += part
+        else:
+            out.append(part)
+    return out
 
-    def text(s: str) -> None:
-        pending.append(s)
 
-    def slot(position: int) -> None:
-        out.extend(["".join(pending), position])
-        pending.clear()
+def _template_by_value(fields: dict[str, Any]) -> Template:
+    """`fields_template` value by value: slower (a dump a value), right whatever the text holds."""
+    out: Template = []
 
     def value(v: Any, msgs: bool = False) -> None:
         if msgs:
-            text("[")
+            out.append("[")
             for i, position in enumerate(v):
-                text("," if i else "")
-                slot(int(position))
-            text("]")
+                out.extend(["," if i else "", int(position)])
+            out.append("]")
         elif isinstance(v, dict):
-            text("{")
+            out.append("{")
             for i, (k, item) in enumerate(v.items()):
-                text(("," if i else "") + json.dumps(k, ensure_ascii=False) + ":")
+                out.append(("," if i else "") + json.dumps(k, ensure_ascii=False) + ":")
                 value(item, msgs=k == "msgs")
-            text("}")
+            out.append("}")
         elif isinstance(v, list):
-            text("[")
+            out.append("[")
             for i, item in enumerate(v):
-                text("," if i else "")
+                out.append("," if i else "")
                 value(item)
-            text("]")
+            out.append("]")
         else:
-            text(json.dumps(v, ensure_ascii=False))
+            out.append(json.dumps(v, ensure_ascii=False))
 
-    value(summary.to_dict())
-    out.append("".join(pending))
-    return out
+    value(fields)
+    return _merged(out)
 
 
 def write_planned(
