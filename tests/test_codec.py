@@ -122,12 +122,10 @@ def test_an_archive_trains_its_dictionary_once_and_every_form_stays_searchable_a
     monkeypatch.setattr(Store, "TRAIN_AFTER", 40)
     db = tmp_path / "a.db"
     with Archive.open(db) as a:
-        # before the first 40 messages there is nothing to learn from: packed without a dictionary
+        # before the first 40 messages there is nothing to learn from: the text is kept as it is
         a.import_paths([sessions(tmp_path / "one", 0, 1)])
-        # rows of older archives: plain TEXT, and deflate (format 1)
-        monkeypatch.setattr(codec, "PACK_TEXT", False)
-        a.import_paths([sessions(tmp_path / "two", 1, 1)])
-        monkeypatch.setattr(codec, "PACK_TEXT", True)
+        assert forms(a)["copy-0000"] == {"plain"}
+        # rows of older archives: deflate (format 1)
         with a.store.write():
             for msg_id, text in a.store.rows("SELECT id, text FROM msg WHERE session_id = 'copy-0000' AND id % 2 = 0"):
                 deflated = codec._TEXT_V1 + codec._deflate(decode_text(text).encode(), codec._TEXT_DICT_V1)
@@ -135,7 +133,11 @@ def test_an_archive_trains_its_dictionary_once_and_every_form_stays_searchable_a
         a.import_paths([chatter(tmp_path / "chat", 0, 3)])
         a.import_paths([sessions(tmp_path / "three", 9, 1)])
         assert a.store.scalar("SELECT count(*) FROM codec_dict") == 1
-        # the first messages, packed before the dictionary existed, were packed again with it
+        # rows of older archives: plain TEXT (written by a version that did not pack)
+        monkeypatch.setattr(codec, "PACK_TEXT", False)
+        a.import_paths([sessions(tmp_path / "two", 1, 1)])
+        monkeypatch.setattr(codec, "PACK_TEXT", True)
+        # the first messages, kept as they were before the dictionary existed, were packed with it
         assert forms(a)["copy-0000"] == {"zstd+dict", "deflate"}
         assert forms(a)["copy-0001"] == {"plain"}
         assert forms(a)["copy-0009"] == {"zstd+dict"}

@@ -133,7 +133,6 @@ class Importer:
         self._any_tombstone: bool | None = None
         self._real_folders: dict[Path, str] = {}
         self._merging = False  # inside `import_paths`: the index merges are this importer's (`Store.merge_steps`)
-        self._training = False  # a first import holds its first messages until the dictionary is learned
 
     def import_file(self, path: Path, force: bool = False, agent: str | None = None) -> ImportReport:
         report = self._read_file(path, force, agent)
@@ -272,13 +271,12 @@ class Importer:
             self.store.merging_in_steps(),
         ):
             self._merging = True
-            self._training = self.store.dictionary_due()
             try:
                 if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
                     return self._import_pipelined(files, force, progress, agent)
                 return self._import_serial(files, force, progress, agent)
             finally:
-                self._merging = self._training = False
+                self._merging = False
 
     def _import_serial(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
@@ -293,20 +291,8 @@ class Importer:
         return report
 
     def _maybe_flush(self, report: ImportReport) -> None:
-        if self._training:
-            if self._pending_messages < self.store.TRAIN_AFTER:
-                return  # a new archive's first messages stay here until its dictionary is learned from them
-            self._train_on_pending()
         if self._pending_messages >= BATCH or len(self._pending) >= self.FLUSH_FILES:
             self.flush(report)
-
-    def _train_on_pending(self) -> None:
-        """The archive's dictionary, learned from the first messages of its first import before any is
-        written: the parse workers get it at once and pack every text after, and no message is packed
-        twice (an archive that got its first messages another way learns it once it holds
-        `Store.TRAIN_AFTER`: `Store.text_codec`)."""
-        self._training = False
-        self.store.learn_dictionary([m.text for unit in self._pending for m in unit.messages])
 
     def _import_pipelined(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
@@ -342,9 +328,9 @@ class Importer:
         return report
 
     def _ahead_limit(self) -> int:
-        """How far the workers may parse ahead: not far while the dictionary is being learned (the
+        """How far the workers may parse ahead: not as far while the archive has no dictionary yet (the
         files they parse before they have it come back with their text for the writer to pack)."""
-        return min(LEARNING_AHEAD_BYTES, AHEAD_BYTES) if self._training else AHEAD_BYTES
+        return min(UNTRAINED_AHEAD_BYTES, AHEAD_BYTES) if self.store.dictionary_due() else AHEAD_BYTES
 
     def _text_dict(self) -> int:
         """The dictionary the parse workers pack message text with: the archive's (0: none yet)."""
@@ -469,7 +455,7 @@ PARALLEL_MIN_FILES = 32
 # blocked on a full answer pipe stops reading requests, and a writer blocked on a full request pipe
 # would never read its answers.
 AHEAD_BYTES = 4 << 20
-LEARNING_AHEAD_BYTES = 256 << 10  # ... while a first import learns the archive's dictionary (`_ahead_limit`)
+UNTRAINED_AHEAD_BYTES = 1 << 20  # ... while the archive has no dictionary (`_ahead_limit`)
 AHEAD_REQUEST_BYTES = 32 << 10
 
 

@@ -66,10 +66,13 @@ class NewMessage:
     def pack(self, dict_id: int = 0, later: bool = False) -> None:
         """Compress the text (with the archive's dictionary `dict_id`) and the verbatim line outside
         the transaction (SQLite's storage). A text a parse worker packed with that dictionary is kept
-        as it is; any other (not packed yet, or packed with another dictionary) is packed here.
-        `later`: the text and the verbatim line stay plain, to be packed with the message's deferred
-        index entry (`Store.index_pending`)."""
+        as it is; any other (not packed yet, or packed with another dictionary) is packed here. An
+        archive without a dictionary yet keeps the text as it is, packed once it has learned one
+        from its first messages (`Store.text_codec`). `later`: the text and the verbatim line stay
+        plain, to be packed with the message's deferred index entry (`Store.index_pending`)."""
         if later and self.packed is None:
+            self.packed = self.text
+        elif not dict_id:
             self.packed = self.text
         elif not packed_with(self.packed, dict_id):
             self.packed = encode_text(self.text, dict_id)

@@ -330,17 +330,9 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         return self.text_dict_id
 
     def dictionary_due(self) -> bool:
-        """Whether new text would be packed with a dictionary this archive has yet to learn."""
-        return codec.PACK_TEXT and not self.text_codec()
-
-    def learn_dictionary(self, texts: list[str]) -> int:
-        """Learn the archive's dictionary from these texts (an import's first messages, before they
-        are written) unless it has one; the dictionary id new text is packed with (0: too little to
-        learn from)."""
-        if not self.dictionary_due():
-            return self.text_dict_id
-        self._adopt_dictionary(codec.train_dictionary([t.encode("utf-8", "surrogatepass") for t in texts]))
-        return self.text_dict_id
+        """Whether new text would be packed with a dictionary this archive has yet to learn (its
+        text is stored as it is meanwhile, and packed once the dictionary exists)."""
+        return codec.PACK_TEXT and not self.text_dict_id
 
     def _train_dictionary(self) -> None:
         rows = self.rows("SELECT text FROM msg ORDER BY id DESC LIMIT ?", (2 * self.TRAIN_AFTER,))
@@ -365,7 +357,8 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             self._repack_first_messages(dict_id)
 
     def _repack_first_messages(self, dict_id: int) -> None:
-        """The messages packed before the archive had its dictionary, packed again with it, in short
+        """The messages written before the archive had its dictionary (their text as it is, or packed
+        without a dictionary by an earlier version or a live write), packed with it, in short
         transactions. Only in a young archive (its first few thousand messages): an archive upgraded
         from an older schema keeps its older rows as they are (every form is read)."""
         top = self.max_msg_id()
@@ -373,7 +366,8 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
             return
         last, undictionaried = 0, codec.encode_text("", 0)[:5]
         while rows := self.rows(
-            "SELECT id, text FROM msg WHERE id > ? AND id <= ? AND substr(text, 1, 5) = ? ORDER BY id LIMIT ?",
+            """SELECT id, text FROM msg WHERE id > ? AND id <= ? AND (typeof(text) = 'text' OR substr(text, 1, 5) = ?)
+               ORDER BY id LIMIT ?""",
             (last, top, undictionaried, self.DATA_STEP_BATCH),
         ):
             last = int(rows[-1][0])
