@@ -241,14 +241,21 @@ def test_compose_line_says_errors_and_status() -> None:
 
 
 def run_tables(archive: Archive) -> dict[str, list[Any]]:
-    """Everything the runs component wrote, row by row."""
+    """Everything the runs component wrote, row by row; a run's fields as its readers see them
+    (`load_fields`: a planned run counts its message ids from its first message)."""
+    from pi_memory.runs.table import load_fields
+
     queries = {
         "run": "SELECT * FROM run ORDER BY id",
         "run_msg": "SELECT * FROM run_msg ORDER BY msg_id",
         "run_file": "SELECT * FROM run_file ORDER BY path, run_id, msg_id, action",
         "run_fts": "SELECT rowid FROM run_fts ORDER BY rowid",
     }
-    return {name: [tuple(r) for r in archive.store.rows(sql)] for name, sql in queries.items()}
+    tables = {name: [tuple(r) for r in archive.store.rows(sql)] for name, sql in queries.items()}
+    columns = [str(c[1]) for c in archive.store.rows("PRAGMA table_info(run)")]
+    fields, first = columns.index("fields"), columns.index("first_msg")
+    tables["run"] = [(*r[:fields], load_fields(r[fields], r[first]), *r[fields + 1 :]) for r in tables["run"]]
+    return tables
 
 
 def test_a_first_import_writes_the_runs_planned_from_the_file_exactly_as_reading_the_messages_back_would(
@@ -332,9 +339,10 @@ def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segm
     assert sorted(in_runs) == sorted(messages)  # the live prompt is in a run: nothing waits for the bridge
 
 
-def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_with() -> None:
+def test_a_planned_summary_counts_message_ids_from_its_first_message_and_readers_add_it_back() -> None:
     from pi_memory.core.summary import summarize
-    from pi_memory.runs.planned import fields_template
+    from pi_memory.runs.planned import relative_fields
+    from pi_memory.runs.table import load_fields
 
     msgs = [
         RunMessage(0, "a", "user", "fix src/app.py please"),
@@ -349,14 +357,14 @@ def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_wit
         RunMessage(2, "c", "tool_error", "✗ edit: no match", {"tool": "edit"}),
         RunMessage(3, "d", "assistant", "Fixed it.", {"stopReason": "stop"}),
     ]
-    summary = summarize(msgs)
-    ids = [101, 205, 307, 408]
-    template = fields_template(summary)
-    fields = json.loads("".join(p if isinstance(p, str) else str(ids[p]) for p in template))
+    stored = relative_fields(summarize(msgs), first=0)
+    assert json.loads(stored)["errors"]["msgs"] == [2]  # positions counted from the first message
+    fields = load_fields(stored, first_msg=101)  # the messages got ids 101..104
+    assert "rel" not in fields
     assert fields["goal"]["msgs"] == [101]
-    assert fields["files_changed"][0]["msgs"] == [205]
-    assert fields["errors"]["msgs"] == [307]
-    assert fields["outcome"]["msgs"] == [408]
+    assert fields["files_changed"][0]["msgs"] == [102]
+    assert fields["errors"]["msgs"] == [103]
+    assert fields["outcome"]["msgs"] == [104]
 
 
 @pytest.mark.parametrize(
@@ -365,15 +373,16 @@ def test_a_planned_summary_gets_message_ids_for_the_positions_it_was_planned_wit
         'fix "src/app.py" \\ now',
         "修复缓存\x00\x001\x00 索引",
         "emoji 🎉 and \ud800 a lone surrogate",
-        "\x00" + "12" + "\x00",
-        "\x00\x00",  # the slot itself: the template is made value by value
+        '"msgs": [1, 2] and "rel": 1',
     ],
 )
-def test_a_planned_runs_fields_with_their_ids_in_are_the_json_of_the_summary_with_those_ids(text: str) -> None:
-    """The template is json.dumps of the summary with slots for the ids: the same bytes, whatever the
-    text holds (quotes, NULs and digits that look like a slot, characters JSON escapes or not)."""
+def test_a_planned_runs_fields_read_back_as_the_summarys_own_with_the_ids_its_messages_got(text: str) -> None:
+    """Relative ids read back, packed or not, as the fields `write_run` would store with absolute
+    ids, whatever the text holds (quotes, NULs, text that looks like the marker)."""
     from pi_memory.core.summary import Field, summarize
-    from pi_memory.runs.planned import fields_template
+    from pi_memory.runs.planned import relative_fields
+    from pi_memory.runs.table import load_fields
+    from pi_memory.storage import codec
 
     msgs = [
         RunMessage(0, "a", "user", text),
@@ -389,9 +398,10 @@ def test_a_planned_runs_fields_with_their_ids_in_are_the_json_of_the_summary_wit
         RunMessage(3, "d", "assistant", text, {"stopReason": "stop"}),
     ]
     summary = summarize(msgs)
-    ids = [7, 70, 700, 7000]
-    filled = "".join(p if isinstance(p, str) else str(ids[p]) for p in fields_template(summary))
+    stored = relative_fields(summary, first=0)
     for f in [summary.goal, summary.outcome, *summary.files_read, *summary.commands, summary.errors]:
         if isinstance(f, Field):
-            f.msgs = [ids[p] for p in f.msgs]
-    assert filled == json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))
+            f.msgs = [7000 + p for p in f.msgs]
+    absolute = json.loads(json.dumps(summary.to_dict(), ensure_ascii=False))
+    assert load_fields(stored, 7000) == absolute
+    assert load_fields(codec.encode_text(stored, 0, codec.FIELDS_LEVEL), 7000) == absolute

@@ -52,7 +52,8 @@ def parse_and_tokenize(path: str, agent: str | None, text_dict: int = 0, keep_li
 def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False, plan: bool = False) -> PreparedFile:
     """Cut each indexed message into tokens, pack its text with the archive's dictionary `text_dict`
     (registered; 0: the writer packs it) and its verbatim line against that text, key and pack
-    every other line, and, with `plan`, plan the session's runs as `runs.table` would build them.
+    every other line, and, with `plan`, plan the session's runs as `runs.table` would build them
+    (their fields packed with that dictionary too).
 
     `keep_lines`: send each message's verbatim line as it is instead (the team archive stores lines
     alone, not against their text). A text met again (the same hash) is cut once.
@@ -66,6 +67,8 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
         else:
             messages.append(_message_line(entry, cuts, text_dict, keep_lines))
     runs = _plan_runs(parsed, [line[15] for line in messages]) if plan else None
+    for run in (runs or []) if text_dict else []:
+        run.fields = codec.encode_text(str(run.fields), text_dict, codec.FIELDS_LEVEL)
     times = [e.ts for e in parsed.entries if e.ts]
     return PreparedFile(
         parsed.header, parsed.name, parsed.skipped, [min(times), max(times)] if times else [], messages, kept, runs

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..runs.table import load_fields
 from ..storage.store import Store, decode_text
 from .collect import Collector, RunRow
 from .report import Addresses, Link, MemoryInfo, Report, build_report, cited_msgs
@@ -30,7 +31,7 @@ NO_END = 1 << 62
 _PREFIXED = r"^[\w-]+: "
 
 RUN_SQL = """SELECT r.id, r.session_id, s.cwd, s.project, s.agent, r.start_ts, r.end_ts, r.n_msgs,
-                    r.tool_calls, r.tool_errors, r.fields
+                    r.tool_calls, r.tool_errors, r.fields, r.first_msg
              FROM run r JOIN session s ON s.id = r.session_id
              WHERE r.start_ts >= ? AND (r.start_ts > ? OR r.id > ?) AND r.start_ts < ? {filters}
              ORDER BY r.start_ts, r.id LIMIT ?"""
@@ -57,11 +58,11 @@ class Scope:
 
 
 def _row(values: tuple[Any, ...]) -> RunRow:
-    rid, sid, cwd, project, agent, start, end, n_msgs, calls, errors, fields = values
-    loaded = json.loads(decode_text(fields)) if fields else {}
+    rid, sid, cwd, project, agent, start, end, n_msgs, calls, errors, fields, first_msg = values
+    loaded = load_fields(fields, int(first_msg))
     # interned: the sets of sessions per finding then hold one shared string per session, not one per run
     return RunRow(int(rid), sys.intern(str(sid)), str(cwd or ""), str(project or ""), str(agent or ""), int(start), int(end),
-                  int(n_msgs), int(calls), int(errors), loaded if isinstance(loaded, dict) else {})  # fmt: skip
+                  int(n_msgs), int(calls), int(errors), loaded)  # fmt: skip
 
 
 def run_pages(store: Store, scope: Scope, page: int = PAGE_RUNS) -> Iterator[list[RunRow]]:

@@ -4,11 +4,13 @@ Design idea: a bulk import's runs are derived data the parse worker can compute 
 (segments, summaries, their tokens: pure), while the importer's writer, the busier of its two
 processes, holds the only write lock. So the worker does everything but the one thing it
 cannot know, the ids the messages will get: each run arrives as a `PlannedRun` numbered by
-message position, its fields JSON already serialized with a slot wherever a message id goes.
-The writer fills the slots, packs the JSON and writes the rows inside the transaction that
-wrote the session's messages (`storage.writes.WRITE_PLANNED`), reading nothing back. The rows are
-the ones `table.after_write` would build from the archived messages (a test compares them on
-every fixture).
+message position, its fields JSON already written (and packed, once the worker has the
+archive's dictionary) with message ids counted from the run's first message (`table.RELATIVE_IDS`,
+which the readers add back: `table.load_fields`). That holds because a session written whole
+gets consecutive ids, which the writer checks before it writes the rows inside the transaction
+that wrote the session's messages (`storage.writes.WRITE_PLANNED`), reading nothing back. The rows
+are the ones `table.after_write` would build from the archived messages (a test compares them on
+every fixture, as the readers see them).
 """
 
 from __future__ import annotations
@@ -18,13 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.summary import RunMessage, RunSummary, segment
+from ..storage.codec import decode_text, packed_with
 from ..storage.store import Store
 from ..storage.writes import WRITE_PLANNED
 from . import table
-
-# A run's fields JSON cut where message ids go: text, then a message position, then text...
-# (`PlannedRun.fields`: the strings at even places, the positions at odd ones).
-Template = list[str | int]
 
 
 @dataclass
@@ -37,15 +36,11 @@ class PlannedRun:
     status: str
     tool_calls: int
     tool_errors: int
-    fields: Template  # `json.dumps(summary.to_dict())` with a slot for each message id (`fields_json`)
+    fields: str | bytes  # the fields JSON, message ids counted from `first_msg`; packed if bytes
     files: list[tuple[str, int, str]]  # (path, position, action): the run's `run_file` rows
     search_chars: int  # the length of the summary's search text (`run.indexed_chars`)
     chars: str  # the summary's tokens (`text.index_texts`)
     grams: str
-
-    def fields_json(self, ids: list[int]) -> str:
-        """The fields JSON with the message ids in (`ids[p]`: the id of the message at position p)."""
-        return "".join(part if isinstance(part, str) else str(ids[part]) for part in self.fields)
 
 
 def plan_file_runs(messages: list[RunMessage]) -> list[PlannedRun] | None:
@@ -63,6 +58,7 @@ def plan_file_runs(messages: list[RunMessage]) -> list[PlannedRun] | None:
 
 def _planned(run: table.PreparedRun) -> PlannedRun:
     group, summary = run.group, run.summary
+    first = group[0].msg_id
     return PlannedRun(
         positions=[m.msg_id for m in group],
         start_ts=min(m.ts for m in group),
@@ -70,91 +66,32 @@ def _planned(run: table.PreparedRun) -> PlannedRun:
         status=run.status,
         tool_calls=summary.tool_calls,
         tool_errors=sum(1 for m in group if m.role == "tool_error"),
-        fields=fields_template(summary),
-        files=[(path, position, action) for path, position, action in table.file_rows(summary)],
+        fields=relative_fields(summary, first),
+        files=table.file_rows(summary),
         search_chars=len(run.search_text),
         chars=run.chars,
         grams=run.grams,
     )
 
 
-# What a "msgs" list becomes for one `json.dumps` of a run's fields: a string no summary holds (a
-# field's text is never exactly two NULs; if one were, `fields_template` would notice and go slow)
-_SLOT = "\x00\x00"
-_SLOT_JSON = json.dumps(_SLOT)
+def relative_fields(summary: RunSummary, first: int) -> str:
+    """The summary's fields JSON as `table.write_run` writes it, but with every message reference
+    counted from the run's first message (`first`: its position) and marked so (`table.RELATIVE_IDS`)."""
+    fields = {table.RELATIVE_IDS: 1, **summary.to_dict()}
+    _count_from(fields, first)
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
-def fields_template(summary: RunSummary) -> Template:
-    """`json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":"))` with every number
-    of a "msgs" list left as a slot (its message position), to be filled with ids later."""
-    fields = summary.to_dict()
-    lists: list[list[int]] = []
-    pieces = json.dumps(_slotted(fields, lists), ensure_ascii=False, separators=(",", ":")).split(_SLOT_JSON)
-    if len(pieces) != len(lists) + 1:  # some text was the slot itself: the slow way, value by value
-        return _template_by_value(fields)
-    out: Template = [pieces[0]]
-    for positions, after in zip(lists, pieces[1:], strict=True):
-        out.append("[")
-        for i, position in enumerate(positions):
-            out.extend(["," if i else "", int(position)])
-        out.append("]" + after)
-    return _merged(out)
-
-
-def _slotted(value: Any, lists: list[list[int]]) -> Any:
-    """The fields with each "msgs" list replaced by `_SLOT` (and kept in `lists`, in JSON order)."""
+def _count_from(value: Any, first: int) -> None:
     if isinstance(value, dict):
-        out = {}
-        for k, item in value.items():
-            if k == "msgs":
-                lists.append(list(item))
-                out[k] = _SLOT
+        for key, item in value.items():
+            if key == "msgs" and isinstance(item, list):
+                value[key] = [int(p) - first for p in item]
             else:
-                out[k] = _slotted(item, lists)
-        return out
-    if isinstance(value, list):
-        return [_slotted(item, lists) for item in value]
-    return value
-
-
-def _merged(template: Template) -> Template:
-    """Adjacent strings joined: a template alternates text and slots."""
-    out: Template = []
-    for part in template:
-        if isinstance(part, str) and out and isinstance(out[-1], str):
-            out[-1] += part
-        else:
-            out.append(part)
-    return out
-
-
-def _template_by_value(fields: dict[str, Any]) -> Template:
-    """`fields_template` value by value: slower (a dump a value), right whatever the text holds."""
-    out: Template = []
-
-    def value(v: Any, msgs: bool = False) -> None:
-        if msgs:
-            out.append("[")
-            for i, position in enumerate(v):
-                out.extend(["," if i else "", int(position)])
-            out.append("]")
-        elif isinstance(v, dict):
-            out.append("{")
-            for i, (k, item) in enumerate(v.items()):
-                out.append(("," if i else "") + json.dumps(k, ensure_ascii=False) + ":")
-                value(item, msgs=k == "msgs")
-            out.append("}")
-        elif isinstance(v, list):
-            out.append("[")
-            for i, item in enumerate(v):
-                out.append("," if i else "")
-                value(item)
-            out.append("]")
-        else:
-            out.append(json.dumps(v, ensure_ascii=False))
-
-    value(fields)
-    return _merged(out)
+                _count_from(item, first)
+    elif isinstance(value, list):
+        for item in value:
+            _count_from(item, first)
 
 
 def write_planned(
@@ -162,7 +99,8 @@ def write_planned(
 ) -> set[str]:
     """The `WRITE_PLANNED` hook: the planned runs of new sessions written whole (with the ids their
     messages got, in file order), inside the transaction that wrote those messages; the sessions
-    whose runs it wrote (those without a run yet: all, but for a race with a live writer).
+    whose runs it wrote: those without a run yet whose messages got consecutive ids (all, but for a
+    race with a live writer; the others are read back by `table.after_write`).
 
     New runs of new messages: nothing to replace, so no run file rows to clear and the summary's
     indexed length set with the row; counters go to `totals`, written once for the transaction.
@@ -172,8 +110,8 @@ def write_planned(
     with_runs = table.sessions_with_runs(store, [session_id for session_id, _, _ in planned])
     written: set[str] = set()
     for session_id, runs, ids in planned:
-        if session_id in with_runs:
-            continue
+        if session_id in with_runs or ids[-1] - ids[0] != len(ids) - 1:
+            continue  # not consecutive: the relative ids of the fields would not hold
         for run in runs:
             _insert(store, session_id, run, ids, totals)
         written.add(session_id)
@@ -181,6 +119,9 @@ def write_planned(
 
 
 def _insert(store: Store, session_id: str, run: PlannedRun, ids: list[int], totals: dict[str, int]) -> None:
+    fields = run.fields
+    if not (isinstance(fields, bytes) and packed_with(fields, store.text_dict_id)):
+        fields = store.stored_text(decode_text(fields))  # the worker had no dictionary (or another one)
     # OR IGNORE (the session has no run, so nothing is ignored): a plain INSERT ... RETURNING opens a
     # statement journal, and opening one makes FTS5 flush the transaction's index entries so far
     # into a segment of their own (one per run)
@@ -198,7 +139,7 @@ def _insert(store: Store, session_id: str, run: PlannedRun, ids: list[int], tota
                 len(run.positions),
                 run.tool_calls,
                 run.tool_errors,
-                store.stored_text(run.fields_json(ids)),
+                fields,
                 run.search_chars,
             ),
         )

@@ -59,15 +59,41 @@ class RunInfo:
 
 
 RUN_COLUMNS = """r.id, r.session_id, s.cwd, s.project, r.start_ts, r.end_ts, r.status, r.n_msgs,
-                 r.tool_calls, r.tool_errors, r.summary, r.fields"""
+                 r.tool_calls, r.tool_errors, r.summary, r.fields, r.first_msg"""
+# A run's fields JSON whose message ids are counted from its first message (`"rel": 1`, first key):
+# what a parse worker writes for a run it planned before the messages had ids (`planned.py`).
+RELATIVE_IDS = "rel"
 
 
 def run_from_row(row: tuple[Any, ...]) -> RunInfo:
-    rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, column, fields = row
-    loaded = json.loads(decode_text(fields)) if fields else {}
+    rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, column, fields, first_msg = row
+    loaded = load_fields(fields, int(first_msg))
     # the line lives in `fields` (see `write_run`); rows written before that have it in the column
     summary = column or str(loaded.get("line") or "")
     return RunInfo(rid, sid, cwd, project, start, end, status, n_msgs, calls, errors, summary, loaded)
+
+
+def load_fields(value: str | bytes | None, first_msg: int) -> dict[str, Any]:
+    """A run's fields as stored (`run.fields`, packed or not), with message ids as ids: those written
+    counted from the run's first message (`RELATIVE_IDS`) have its id added back."""
+    loaded = json.loads(decode_text(value)) if value else {}
+    if not isinstance(loaded, dict):
+        return {}
+    if loaded.pop(RELATIVE_IDS, None) == 1:
+        _add_to_msgs(loaded, first_msg)
+    return loaded
+
+
+def _add_to_msgs(value: Any, base: int) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "msgs" and isinstance(item, list):
+                value[key] = [base + int(d) for d in item]
+            else:
+                _add_to_msgs(item, base)
+    elif isinstance(value, list):
+        for item in value:
+            _add_to_msgs(item, base)
 
 
 # --- loading messages --------------------------------------------------------------
