@@ -433,12 +433,18 @@ FTS_FLOOR = """
 import json, sys, tempfile, time
 from pathlib import Path
 import apsw
-from pi_memory.ingest.importer import discover, parse_and_tokenize
+from pi_memory.ingest.importer import discover
 cuts = []
-for f in discover([Path(sys.argv[1])]):
-    prepared = parse_and_tokenize(str(f), None)
-    tokens = prepared[1] if isinstance(prepared, tuple) else prepared.cuts  # a revision from before: a tuple
-    cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
+try:
+    from pi_memory.ingest.prepare import parse_and_tokenize  # a message line holds its two columns at 10 and 11
+    for f in discover([Path(sys.argv[1])]):
+        cuts += [(m[10], m[11]) for m in parse_and_tokenize(str(f), None).messages if m[10] or m[11]]
+except ImportError:  # a revision from before: its cuts by hash
+    from pi_memory.ingest.importer import parse_and_tokenize
+    for f in discover([Path(sys.argv[1])]):
+        prepared = parse_and_tokenize(str(f), None)
+        tokens = prepared[1] if isinstance(prepared, tuple) else prepared.cuts
+        cuts += [(c[0], c[1]) for c in tokens.values() if c[0] or c[1]]
 conn = apsw.Connection(str(Path(tempfile.mkdtemp()) / "floor.db"))
 conn.execute("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
 try:

@@ -177,3 +177,26 @@ def test_a_session_whose_messages_did_not_get_consecutive_ids_gets_its_runs_from
         with a.store.write():
             assert write_planned(a.store, [(unit.session_id, unit.planned, gapped)], {}) == set()
             assert a.store.scalar("SELECT count(*) FROM run") == 0
+
+
+def test_a_bulk_write_ends_its_transaction_at_the_next_piece_when_another_writer_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = session_copies(tmp_path / "in", 6)
+    monkeypatch.setattr(writes, "WAITER_LOOK_S", 0.0)  # look before every piece
+    with Archive.open(tmp_path / "a.db") as a:
+        a.store.write_pace = 1e-12  # nothing would end a transaction early but a waiting writer
+        units = planned_units(a.store, paths)
+        with a.store.yielding_to_waiters():  # a bulk write, as an import's
+            monkeypatch.setattr(a.store._line, "someone_waiting", lambda: True)
+            monkeypatch.setattr(a.store._line, "let_waiters_in", lambda: None)
+            before = a.store._txn
+            assert a.store.write_sessions(units) == (6 * 23, 0)
+            assert a.store._txn - before == 6  # one session a transaction: a waiter gets in between
+        assert a.store.scalar("SELECT count(*) FROM source_file") == 6
+    with Archive.open(tmp_path / "b.db") as b:
+        b.store.write_pace = 1e-12
+        monkeypatch.setattr(b.store._line, "someone_waiting", lambda: True)
+        before = b.store._txn
+        b.store.write_sessions(planned_units(b.store, paths))
+        assert b.store._txn - before == 1  # not a bulk write: it does not look

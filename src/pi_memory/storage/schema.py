@@ -35,7 +35,9 @@ Tables
               by `runs.py`: status, counts, navigation summary line and its fields (JSON; packed
               like `msg.text` since the compressed store). The line is kept once, as the fields'
               "line": `summary` is written empty since then (rows from before keep their text
-              there, and the reader takes whichever is filled).
+              there, and the reader takes whichever is filled). The fields of a run an import
+              planned count their message ids from `first_msg` (`"rel": 1`; `runs.table.load_fields`
+              adds it back); other rows hold the ids themselves.
               `AUTOINCREMENT`: a forgotten run's id is never reused.
 - `run_msg`   msg -> (run, 1-based position): the address `r<N>/m<K>`.
 - `run_file`  paths a run read or changed, per message, for the path filter.

@@ -855,6 +855,11 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
                 self.aside_checkpointer = None
             self.conn.execute(f"PRAGMA wal_autocheckpoint={before}")
 
+    def writer_waiting(self) -> bool:
+        """Inside a bulk write (`yielding_to_waiters`): whether another writer announced that it
+        waits for the lock (`waiting.py`), so that the transaction under way ends early."""
+        return self._yielding and self._line.someone_waiting()
+
     @contextmanager
     def yielding_to_waiters(self) -> Iterator[None]:
         """A bulk write: before each of its transactions, a writer that announced it waits for

@@ -35,6 +35,10 @@ INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `p
 TXN_TARGET_S = 0.03
 FIRST_PACE_S = 2e-7  # seconds per unit of `_index_cost` before any transaction was timed (~40 ms for 200k)
 CHUNK_BUDGET = 50_000  # characters of token text in one piece of a session (a transaction takes whole pieces)
+# How often a bulk writer's transaction, between its pieces, looks whether another writer waits for
+# the lock (`Store.writer_waiting`): one that does gets it once the piece under way and the commit
+# are done, not at the end of the transaction (a live pi session beside a first import).
+WAITER_LOOK_S = 0.002
 
 # Run after each write with (store, session id -> new msg ids); components above storage register here.
 AFTER_WRITE: list[Callable[[Store, dict[str, list[int]]], None]] = []
@@ -84,17 +88,9 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     at = 0
     while at < len(pieces):
         with store.write():
-            started, cost, totals, finished = time.perf_counter(), 0, dict[str, int](), []
-            while at < len(pieces):
-                unit, chunk, first, last = pieces[at]
-                piece_cost = sum(_index_cost(m) for m in chunk)
-                if cost and not _fits(store, started, cost + piece_cost):
-                    break
-                at += 1
-                skipped += _write_chunk(store, unit, chunk, first, totals)
-                cost += piece_cost
-                if last:
-                    finished.append(unit)
+            started, totals = time.perf_counter(), dict[str, int]()
+            at, cost, duplicates, finished = _take_pieces(store, pieces, at, started, totals)
+            skipped += duplicates
             completed |= _complete_new(store, finished, sessions_of, totals)
             store.add_to_counters(totals)
             if at == len(pieces):
@@ -110,6 +106,32 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
         after_messages_added(store, added_ids)
     _record_sources(store, rest)
     return added, skipped
+
+
+def _take_pieces(
+    store: Store, pieces: list[Piece], at: int, started: float, totals: dict[str, int]
+) -> tuple[int, int, int, list[SessionWrite]]:
+    """Inside the open transaction, write pieces from `at` on while it is expected to end in time
+    and no other writer waits for the lock (looked at every `WAITER_LOOK_S`), at least one.
+    Returns (the next piece, the `_index_cost` written, the duplicates, the units it finished)."""
+    cost = duplicates = 0
+    finished: list[SessionWrite] = []
+    looked = started
+    while at < len(pieces):
+        unit, chunk, first, last = pieces[at]
+        piece_cost = sum(_index_cost(m) for m in chunk)
+        if cost and not _fits(store, started, cost + piece_cost):
+            break
+        if cost and time.perf_counter() - looked >= WAITER_LOOK_S:
+            looked = time.perf_counter()
+            if store.writer_waiting():
+                break
+        at += 1
+        duplicates += _write_chunk(store, unit, chunk, first, totals)
+        cost += piece_cost
+        if last:
+            finished.append(unit)
+    return at, cost, duplicates, finished
 
 
 def _fits(store: Store, started: float, cost: int) -> bool:
@@ -258,7 +280,11 @@ def pack(units: list[SessionWrite]) -> list[list[tuple[SessionWrite, list[NewMes
     return [t for t in txns if t]
 
 
-def _pieces(units: list[SessionWrite]) -> list[tuple[SessionWrite, list[NewMessage], bool, bool]]:
+# (the unit, a piece of its messages, its first piece?, its last?)
+Piece = tuple["SessionWrite", list["NewMessage"], bool, bool]
+
+
+def _pieces(units: list[SessionWrite]) -> list[Piece]:
     """Each unit's messages in pieces of at most `CHUNK_BUDGET` (unit, piece, first?, last?), in order."""
     out = []
     for unit in units:
