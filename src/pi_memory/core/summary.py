@@ -165,16 +165,25 @@ def _sentences(text: str) -> Iterator[str]:
     takes the first few, so a 6,000-char reply is not cut whole (`re.split`'s pieces, in order)."""
     start = 0
     for end in _SENTENCE_END.finditer(text):
-        yield from _sentence(text[start : end.start()])
+        cleaned = _sentence(text[start : end.start()])
         start = end.end()
-    yield from _sentence(text[start:])
-
-
-def _sentence(piece: str) -> Iterator[str]:
-    if piece:
-        cleaned = _MARKDOWN_LEAD.sub("", piece.strip())
         if cleaned:
             yield cleaned
+    cleaned = _sentence(text[start:])
+    if cleaned:
+        yield cleaned
+
+
+def _sentence(piece: str) -> str:
+    """A piece without its blanks around and a leading markdown marker (the marker's pattern is
+    tried only where the piece starts as one can: a parse worker cuts ~10 pieces a message)."""
+    cleaned = piece.strip()
+    if cleaned and (cleaned[0] in _MARKER_STARTS or cleaned[0].isdigit()):
+        cleaned = _MARKDOWN_LEAD.sub("", cleaned)
+    return cleaned
+
+
+_MARKER_STARTS = "-*+>#"  # with a digit: how `_MARKDOWN_LEAD` can start (`isdigit` covers `\d`)
 
 
 # --- reading agent messages -------------------------------------------------------

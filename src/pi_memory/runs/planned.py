@@ -82,16 +82,13 @@ def relative_fields(summary: RunSummary, first: int) -> str:
     return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
 
 
-def _count_from(value: Any, first: int) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "msgs" and isinstance(item, list):
-                value[key] = [int(p) - first for p in item]
-            else:
-                _count_from(item, first)
-    elif isinstance(value, list):
-        for item in value:
-            _count_from(item, first)
+def _count_from(fields: dict[str, Any], first: int) -> None:
+    """Every "msgs" list of the fields (in a field, or in a list of fields: `RunSummary.to_dict`)
+    counted from `first`."""
+    for value in fields.values():
+        for field in value if isinstance(value, list) else (value,):
+            if isinstance(field, dict) and isinstance(field.get("msgs"), list):
+                field["msgs"] = [p - first for p in field["msgs"]]
 
 
 def write_planned(
