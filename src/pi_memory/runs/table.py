@@ -84,16 +84,12 @@ def load_fields(value: str | bytes | None, first_msg: int) -> dict[str, Any]:
     return loaded
 
 
-def _add_to_msgs(value: Any, base: int) -> None:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "msgs" and isinstance(item, list):
-                value[key] = [base + int(d) for d in item]
-            else:
-                _add_to_msgs(item, base)
-    elif isinstance(value, list):
-        for item in value:
-            _add_to_msgs(item, base)
+def _add_to_msgs(fields: dict[str, Any], base: int) -> None:
+    """`base` added to every "msgs" list of the fields (in a field, or in a list of fields)."""
+    for value in fields.values():
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, dict) and isinstance(item.get("msgs"), list):
+                item["msgs"] = [base + int(d) for d in item["msgs"]]
 
 
 # --- loading messages --------------------------------------------------------------
