@@ -109,43 +109,56 @@ def write_planned(
     for session_id, runs, ids in planned:
         if session_id in with_runs or ids[-1] - ids[0] != len(ids) - 1:
             continue  # not consecutive: the relative ids of the fields would not hold
-        for run in runs:
-            _insert(store, session_id, run, ids, totals)
+        _insert(store, session_id, runs, ids, totals)
         written.add(session_id)
     return written
 
 
-def _insert(store: Store, session_id: str, run: PlannedRun, ids: list[int], totals: dict[str, int]) -> None:
-    fields = run.fields
-    if not (isinstance(fields, bytes) and packed_with(fields, store.text_dict_id)):
-        fields = store.stored_text(decode_text(fields))  # the worker had no dictionary (or another one)
-    # OR IGNORE (the session has no run, so nothing is ignored): a plain INSERT ... RETURNING opens a
-    # statement journal, and opening one makes FTS5 flush the transaction's index entries so far
-    # into a segment of their own (one per run)
-    run_id = int(
-        store.scalar(
-            """INSERT OR IGNORE INTO run(session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls,
-                                         tool_errors, summary, fields, indexed_chars)
-               VALUES (?,?,?,?,?,?,?,?,'',?,?) RETURNING id""",
-            (
-                session_id,
-                ids[run.positions[0]],
-                run.start_ts,
-                run.end_ts,
-                run.status,
-                len(run.positions),
-                run.tool_calls,
-                run.tool_errors,
-                fields,
-                run.search_chars,
-            ),
+# OR IGNORE (the session has no run, so nothing is ignored): a plain INSERT ... RETURNING opens a
+# statement journal, and opening one makes FTS5 flush the transaction's index entries so far into a
+# segment of their own (one per run)
+_INSERT_RUN = """INSERT OR IGNORE INTO run(session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls,
+                                             tool_errors, summary, fields, indexed_chars)
+                 VALUES (?,?,?,?,?,?,?,?,'',?,?) RETURNING first_msg, id"""
+
+
+def _insert(store: Store, session_id: str, runs: list[PlannedRun], ids: list[int], totals: dict[str, int]) -> None:
+    """A session's planned runs, one statement a table for all of them."""
+    rows = [
+        (
+            session_id,
+            ids[run.positions[0]],
+            run.start_ts,
+            run.end_ts,
+            run.status,
+            len(run.positions),
+            run.tool_calls,
+            run.tool_errors,
+            _stored_fields(store, run),
+            run.search_chars,
         )
+        for run in runs
+    ]
+    run_ids = {int(first): int(run_id) for first, run_id in store.executemany_returning(_INSERT_RUN, rows)}
+    placed = [(run_ids[ids[run.positions[0]]], run) for run in runs if ids[run.positions[0]] in run_ids]
+    store.executemany(
+        table.UPSERT_RUN_MSG,
+        [(ids[p], run_id, k) for run_id, run in placed for k, p in enumerate(run.positions, start=1)],
     )
-    store.executemany(table.UPSERT_RUN_MSG, [(ids[p], run_id, k) for k, p in enumerate(run.positions, start=1)])
-    store.executemany(table.INSERT_RUN_FILE, [(path, run_id, ids[p], action) for path, p, action in run.files])
-    store.index_run_summary(run_id, run.chars, run.grams)
-    totals["run_docs"] = totals.get("run_docs", 0) + 1
-    totals["run_chars"] = totals.get("run_chars", 0) + run.search_chars
+    store.executemany(
+        table.INSERT_RUN_FILE,
+        [(path, run_id, ids[p], action) for run_id, run in placed for path, p, action in run.files],
+    )
+    store.index_run_summaries([(run_id, run.chars, run.grams) for run_id, run in placed])
+    totals["run_docs"] = totals.get("run_docs", 0) + len(placed)
+    totals["run_chars"] = totals.get("run_chars", 0) + sum(run.search_chars for _, run in placed)
+
+
+def _stored_fields(store: Store, run: PlannedRun) -> str | bytes:
+    """The run's fields as the worker packed them, or packed here (it had no dictionary, or another one)."""
+    if isinstance(run.fields, bytes) and packed_with(run.fields, store.text_dict_id):
+        return run.fields
+    return store.stored_text(decode_text(run.fields))
 
 
 WRITE_PLANNED.append(write_planned)  # a new session's runs, as planned, with its messages

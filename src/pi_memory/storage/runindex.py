@@ -43,6 +43,10 @@ class RunSummaryIndex:
     def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
         self.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, chars, grams))
 
+    def index_run_summaries(self, rows: Sequence[tuple[int, str, str]]) -> None:
+        """(run id, chars, grams) of several runs, one statement for all."""
+        self.conn.executemany("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", rows)
+
     def unindex_run_summary(self, run_id: int) -> None:
         self.conn.execute("DELETE FROM run_fts WHERE rowid=?", (run_id,))
 

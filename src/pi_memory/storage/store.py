@@ -481,6 +481,10 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
     def executemany(self, sql: str, seq: Iterable[Sequence[Any]]) -> None:
         self.conn.executemany(sql, seq)
 
+    def executemany_returning(self, sql: str, seq: Iterable[Sequence[Any]]) -> list[tuple[Any, ...]]:
+        """One statement run over many rows, and the rows its RETURNING clause gave, in order."""
+        return list(self.conn.cursor().executemany(sql, seq))
+
     # --- the few places where the two dialects differ, named (PgStore has the same) ---------
     # SQL shared by both backends is written once with `?` placeholders; what SQLite and
     # PostgreSQL spell differently comes from these.
