@@ -124,7 +124,10 @@ RETURNING id, seq"""
 _INSERT_MSG_AT = """
 INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
 VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-RETURNING id, seq, hash"""
+RETURNING id, seq"""
+_INSERT_MSG_WITH_ID = """
+INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, id)
+VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12)"""
 _SESSION_NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?"
 _INSERT_ENTRY = """
 INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)"""
@@ -134,23 +137,6 @@ INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, r
 # subquery of constant inputs before the rest, even in a CASE branch or coalesce() not taken.
 _SEQ_STILL_MAX = """
 SELECT (SELECT max(id) FROM msg) = ?1 AND EXISTS (SELECT 1 FROM msg WHERE id = ?1 AND session_id = ?2 AND seq = ?3)"""
-
-
-def _ids_in_order(messages: list[NewMessage], returned: list[tuple[int, str]]) -> list[int | None]:
-    """The id each message got, from the (id, hash) rows an `executemany` insert returned for the
-    rows it added, in order; None for a message that was there already (or twice in the batch)."""
-    ids: list[int | None] = []
-    rows = iter(returned)
-    nxt = next(rows, None)
-    taken: set[str] = set()
-    for m in messages:
-        if nxt is not None and nxt[1] == m.hash and m.hash not in taken:
-            ids.append(nxt[0])
-            taken.add(m.hash)
-            nxt = next(rows, None)
-        else:
-            ids.append(None)
-    return ids
 
 
 def _packed_now(m: NewMessage) -> bytes:
@@ -640,9 +626,16 @@ class Store(PendingIndex, RunSummaryIndex, SharedSql):
         first_seq = self._next_seq(session_id)
         if first_seq is None:
             first_seq = int(self.scalar(_SESSION_NEXT_SEQ, (session_id,)))
-        rows = [self._message_row(m, first_seq + k) for k, m in enumerate(messages)]
-        returned = list(self.conn.cursor().executemany(_INSERT_MSG_AT, rows))  # (id, seq) of the rows added
-        ids = _ids_in_order(messages, [(int(i), str(h)) for i, _seq, h in returned])
+        # the ids the rows get, given (this transaction holds the lock): no RETURNING, whose rows SQLite
+        # gathers in a table of their own before handing the first back
+        first_id = int(self.scalar("SELECT coalesce(max(id), 0) + 1 FROM msg"))
+        rows = [(*self._message_row(m, first_seq + k), first_id + k) for k, m in enumerate(messages)]
+        before = self.conn.total_changes()
+        self.conn.executemany(_INSERT_MSG_WITH_ID, rows)
+        ids: list[int | None] = list(range(first_id, first_id + len(rows)))
+        if self.conn.total_changes() - before < len(rows):  # some were there already: which rows went in
+            present = {int(i) for (i,) in self.rows("SELECT id FROM msg WHERE id >= ?", (first_id,))}
+            ids = [i if i in present else None for i in ids]
         added = [(msg_id, m) for msg_id, m in zip(ids, messages, strict=True) if msg_id is not None]
         if len(added) < len(messages):
             for m in (m for msg_id, m in zip(ids, messages, strict=True) if msg_id is None):
