@@ -134,9 +134,20 @@ def test_runs_are_built_incrementally_as_a_session_file_grows(archive: Archive, 
     assert [r.messages for r in runs] == [8, 6, 9]
 
 
+def message_from_entry(session_id: str, entry: Any) -> Any:
+    """A parsed message line as live capture would write it (not yet cut: `NewMessage.prepare`)."""
+    from pi_memory.ingest.prepare import message_ts
+    from pi_memory.storage.rows import NewMessage
+
+    r = entry.rendered
+    return NewMessage(
+        session_id, message_ts(entry), r.role, r.text, r.indexed, entry.entry_id, entry.parent_id, r.meta, r.hash,
+        entry.raw, entry.type,
+    )  # fmt: skip
+
+
 def test_messages_written_one_at_a_time_give_the_same_runs_as_an_import(archive: Archive, tmp_path: Path) -> None:
     from pi_memory.core.sources.pi import read_session_file
-    from pi_memory.ingest.importer import message_from_entry
     from pi_memory.storage.store import SessionRow
     from pi_memory.storage.writes import write_messages
 
@@ -307,7 +318,7 @@ def test_a_session_that_gets_a_live_message_before_its_import_is_written_is_segm
     tmp_path: Path,
 ) -> None:
     from pi_memory.core.sources.readers import read_session_file
-    from pi_memory.ingest.importer import Importer, ImportReport, message_from_entry
+    from pi_memory.ingest.importer import Importer, ImportReport
     from pi_memory.ingest.prepare import parse_and_tokenize
     from pi_memory.storage.store import Store
     from pi_memory.storage.writes import write_messages

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.sources.pi import Entry, ParsedSession, project_of
+from ..core.sources.pi import ParsedSession, project_of
 from ..errors import ArchiveError
 from ..runs import forget
 from ..storage import codec
 from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store
 from ..storage.writes import BATCH, SessionWrite
-from .prepare import PreparedFile, message_ts, parse_and_tokenize, prepare
+from .prepare import PreparedFile, parse_and_tokenize, prepare
 from .workers import Worker, WorkerGone
 
 
@@ -81,25 +81,6 @@ def discover(paths: Iterable[Path]) -> list[Path]:
         else:
             found.append(path)
     return found
-
-
-def message_from_entry(session_id: str, entry: Entry) -> NewMessage:
-    """A parsed message line as a message to write (not yet cut: `NewMessage.prepare`)."""
-    r = entry.rendered
-    assert r is not None
-    return NewMessage(
-        session_id=session_id,
-        ts=message_ts(entry),
-        role=r.role,
-        text=r.text,
-        indexed=r.indexed,
-        entry_id=entry.entry_id,
-        parent_id=entry.parent_id,
-        meta=r.meta,
-        hash=r.hash,
-        raw=entry.raw,
-        entry_type=entry.type,
-    )
 
 
 def _session_row(prepared: PreparedFile, path: Path) -> SessionRow:

@@ -9,7 +9,7 @@ on the lock, as large as the machine allows). A session the archive did not
 have, written whole, gets its planned runs, headline and source file in the
 transaction of its last messages (`WRITE_PLANNED`); for everything else, after
 the messages are in, each hook in `AFTER_WRITE` runs with the new ids per
-session (the runs component registers both: `runs.table`), or waits for the
+session (the runs component registers both: `runs.planned`, `runs.table`), or waits for the
 owner's idle moment on a deferring store (the bridge).
 """
 
