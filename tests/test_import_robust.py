@@ -26,13 +26,13 @@ LEGACY = Path(__file__).parent / "data" / "legacy" / "schema5-pi.db"
 PACKAGE_ROOT = str(Path(pi_memory.__file__).resolve().parent.parent)
 
 
-def many_sessions(folder: Path, n: int) -> Path:
+def many_sessions(folder: Path, n: int, prefix: str = "copy") -> Path:
     """`n` copies of a real pi session under distinct session ids: enough files for the parse worker."""
     lines = VUE.read_bytes().splitlines(keepends=True)
     folder.mkdir(parents=True)
     for i in range(n):
         header = json.loads(lines[0])
-        header["id"] = f"copy-{i:04d}"
+        header["id"] = f"{prefix}-{i:04d}"
         (folder / f"s{i:04d}.jsonl").write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
     return folder
 
@@ -266,8 +266,8 @@ def test_an_import_merges_the_full_text_indexes_in_steps_and_gives_automerge_bac
         crises.append({t: (_config(store, t, "crisismerge"), _config(store, t, "hashsize")) for t in FTS_INDEXES})
         flush(self, report)
 
-    def counted(self) -> int:
-        steps.append(merge_steps(self))
+    def counted(self, whole=frozenset()) -> int:
+        steps.append(merge_steps(self, whole))
         return steps[-1]
 
     monkeypatch.setattr(Importer, "flush", flush_and_look)
@@ -338,3 +338,26 @@ def test_an_archive_made_without_auto_vacuum_still_imports_and_keeps_its_free_pa
     assert report.added > 0 and not report.errors
     assert archive.store.shrink() == 0
     assert archive.search("响应")
+
+
+def test_a_first_import_leaves_each_full_text_index_in_one_segment_and_a_small_later_one_does_not_rewrite_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    from pi_memory.storage.store import FTS_INDEXES, Store
+
+    wholes: list[set[str]] = []
+    merge_steps = Store.merge_steps
+
+    def spy(self: Store, whole=frozenset()) -> int:
+        wholes.append(set(whole))
+        return merge_steps(self, whole)
+
+    monkeypatch.setattr(Store, "merge_steps", spy)
+    with Archive.open(tmp_path / "a.db") as a:
+        a.import_paths([many_sessions(tmp_path / "first", 40)])
+        assert wholes[-1] == set(FTS_INDEXES)  # every index is this import's: merged into one segment
+        segments = {t: a.store.scalar(f"SELECT count(DISTINCT segid) FROM {t}_idx") for t in FTS_INDEXES}
+        assert segments == {"msg_fts": 1, "run_fts": 1, "msg_typed": 0}  # these sessions type no traditional character
+        wholes.clear()
+        a.import_paths([many_sessions(tmp_path / "later", 3, prefix="later")])
+        assert wholes[-1] == set()  # a few sessions more: merged by the index's own rule

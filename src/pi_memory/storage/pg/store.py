@@ -224,7 +224,7 @@ class PgStore(PgWrites, SharedSql):
         """Nothing to merge here: PostgreSQL's indexes are not FTS5's (see the SQLite store)."""
         yield
 
-    def merge_steps(self) -> int:
+    def merge_steps(self, whole: set[str] | frozenset[str] = frozenset()) -> int:
         return 0
 
     @contextmanager
