@@ -10,10 +10,18 @@ an opencc upgrade that changes a character fails the tests until this script
 is run again:
 
     python scripts/gen_fold_table.py
+
+It also writes `FOLD_TRIGGERS`: with TRADITIONAL, the characters without which opencc's t2s
+leaves a text as it is (`text.fold_chinese` skips opencc for such text, ~25 us a message). A
+phrase can change with no traditional character in it (`回覆` -> `回复`), so each such phrase
+of opencc's TSPhrases dictionary gives the character it changes, read from the installed
+dictionary with the `opencc_dict` tool the opencc package ships.
 """
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
 from pathlib import Path
 
 import opencc
@@ -32,6 +40,42 @@ def single_char_folds() -> dict[str, str]:
     return {a: b for a, b in zip(chars, folded, strict=True) if a != b and len(b) == 1}
 
 
+def bmp_changes() -> set[str]:
+    """Every character of the Basic Multilingual Plane that t2s changes on its own."""
+    chars = [chr(c) for c in range(0x80, 0x10000) if not 0xD800 <= c <= 0xDFFF]
+    folded = opencc.OpenCC("t2s").convert("\n".join(chars)).split("\n")
+    if len(folded) != len(chars):
+        raise SystemExit("opencc did not keep one line per character")
+    return {a for a, b in zip(chars, folded, strict=True) if a != b}
+
+
+def t2s_phrases() -> list[str]:
+    """The phrases of the installed opencc's TSPhrases dictionary (t2s's phrase step)."""
+    clib = Path(opencc.__file__).parent / "clib"
+    tool, source = clib / "bin" / "opencc_dict", clib / "share" / "opencc" / "TSPhrases.ocd2"
+    if not tool.exists() or not source.exists():
+        raise SystemExit(f"this opencc package ships no {tool.name} or {source.name}: cannot read its phrases")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "phrases.txt"
+        subprocess.run([str(tool), "-i", str(source), "-o", str(out), "-f", "ocd2", "-t", "text"], check=True)
+        return [line.split("\t", 1)[0] for line in out.read_text(encoding="utf-8").splitlines() if "\t" in line]
+
+
+def fold_triggers(traditional: set[str]) -> str:
+    """The characters besides `traditional` that t2s may change a text for: any other character it
+    changes alone, and of each phrase it changes that holds none of them, the character it changes."""
+    converter = opencc.OpenCC("t2s")
+    alone = bmp_changes()
+    triggers = alone - traditional
+    for phrase in t2s_phrases():
+        folded = converter.convert(phrase)
+        if folded == phrase or set(phrase) & alone:
+            continue
+        changed = [a for a, b in zip(phrase, folded, strict=False) if a != b]
+        triggers |= {changed[0]} if len(phrase) == len(folded) and changed else set(phrase)
+    return "".join(sorted(triggers))
+
+
 def literal(chars: str) -> str:
     lines = [chars[i : i + PER_LINE] for i in range(0, len(chars), PER_LINE)]
     return "(\n" + "".join(f'    "{line}"\n' for line in lines) + ")"
@@ -41,16 +85,20 @@ def main() -> None:
     folds = single_char_folds()
     traditional = "".join(sorted(folds))
     simplified = "".join(folds[c] for c in traditional)
+    triggers = fold_triggers(set(traditional))
     OUT.write_text(
         '"""Traditional -> simplified Chinese, one character at a time: generated, do not edit.\n\n'
         "Written by `scripts/gen_fold_table.py` from opencc's t2s conversion; TRADITIONAL[i]\n"
         "folds to SIMPLIFIED[i]. A test compares it with the installed opencc.\n"
         '"""\n\n'
         f"TRADITIONAL = {literal(traditional)}\n\n"
-        f"SIMPLIFIED = {literal(simplified)}\n",
+        f"SIMPLIFIED = {literal(simplified)}\n\n"
+        "# With TRADITIONAL, what may make t2s change a text (see the script): text with none of them\n"
+        "# (and nothing beyond the Basic Multilingual Plane) folds to itself.\n"
+        f"FOLD_TRIGGERS = {literal(triggers)}\n",
         encoding="utf-8",
     )
-    print(f"{len(folds)} characters -> {OUT}")
+    print(f"{len(folds)} characters, {len(triggers)} more triggers -> {OUT}")
 
 
 if __name__ == "__main__":

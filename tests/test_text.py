@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from pi_memory.core.text import (
     clip,
     fts_and,
@@ -150,6 +152,22 @@ def test_the_shipped_character_fold_table_is_what_the_installed_opencc_says():
     folded = opencc.OpenCC("t2s").convert("\n".join(chars)).split("\n")
     expected = {a: b for a, b in zip(chars, folded, strict=True) if a != b and len(b) == 1}
     assert dict(zip(fold_table.TRADITIONAL, fold_table.SIMPLIFIED, strict=True)) == expected
+
+
+def test_the_shipped_fold_triggers_are_what_the_installed_opencc_says():
+    # fold_table.FOLD_TRIGGERS lets `fold_chinese` skip opencc for text without them: a character
+    # or phrase opencc changes that they miss would fold documents and queries differently
+    import importlib.util
+
+    from pi_memory.core import fold_table
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gen_fold_table.py"
+    spec = importlib.util.spec_from_file_location("gen_fold_table", script)
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    assert fold_table.FOLD_TRIGGERS == gen.fold_triggers(set(fold_table.TRADITIONAL))
+    assert "覆" in fold_table.FOLD_TRIGGERS  # 回覆 -> 回复, and neither character changes alone
 
 
 def test_fast_normalization_folds_traditional_characters_and_keeps_the_length():

@@ -148,7 +148,44 @@ def test_pi_memory_pure_python_turns_the_c_scan_off() -> None:
     import subprocess
     import sys
 
-    code = "from pi_memory.core import text; print(text._native_cut() is None, text._native_surface() is None)"
+    code = (
+        "from pi_memory.core import text; "
+        "print(text._native_cut() is None, text._native_surface() is None, text._native_any_set() is None)"
+    )
     env = {**os.environ, "PI_MEMORY_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True"]
+    assert out.stdout.split() == ["True", "True", "True"]
+
+
+FOLDING = [
+    "红楼梦里的宝玉发现了代码的问题",  # simplified: opencc leaves it, and is not asked
+    "紅樓夢裡的寶玉發現了程式碼的問題",
+    "请回覆这封邮件",  # no traditional character, yet t2s changes the phrase (覆 -> 复)
+    "一目瞭然 反覆 意志消沈 憑藉",
+    "坏了 覆盖 深沉",  # trigger characters outside their phrases: t2s leaves them
+    "𠁞 an astral character t2s changes, and 𠀀 one it keeps",
+    "lone \ud800 surrogate 發現",
+    "mixed English and 中文 text",
+]
+
+
+def test_folding_skips_opencc_only_for_text_it_would_leave_as_it_is() -> None:
+    converter = text._t2s()
+    samples = FOLDING + EDGES + session_texts() + fuzz(3_000)
+    for s in samples:
+        try:
+            expected = converter.convert(s)  # type: ignore[attr-defined]
+        except UnicodeEncodeError:
+            continue  # opencc cannot take a lone surrogate; `fold_chinese` folds around it
+        assert fold_chinese(s) == expected, repr(s)
+        if not text._may_fold(s):
+            assert expected == s, repr(s)
+    assert not text._may_fold("红楼梦里的宝玉发现了代码的问题")
+    assert text._may_fold("请回覆这封邮件") and text._may_fold("𠀀")
+
+
+def test_the_c_and_python_checks_for_foldable_text_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    samples = FOLDING + EDGES + fuzz(2_000)
+    native = [text._may_fold(s) for s in samples]
+    monkeypatch.setattr(text, "_native_any_set", lambda: None)
+    assert [text._may_fold(s) for s in samples] == native

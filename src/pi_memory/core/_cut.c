@@ -219,10 +219,39 @@ surface(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* any_set(text, table) -> whether text holds a character whose bit is set in `table` (a bitmap over
+ * the Basic Multilingual Plane, as `surface` reads it) or one beyond the table: `text.fold_chinese`,
+ * for the text opencc would leave as it is. */
+static PyObject *
+any_set(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer table;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "any_set() takes a str and a bytes table");
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[1], &table, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const unsigned char *bits = table.buf;
+    Py_UCS4 limit = (Py_UCS4)(table.len * 8);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(args[0]);
+    int kind = PyUnicode_KIND(args[0]);
+    const void *text = PyUnicode_DATA(args[0]);
+    int found = 0;
+    for (Py_ssize_t i = 0; i < n && !found; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+        found = c >= limit || ((bits[c >> 3] >> (c & 7)) & 1);
+    }
+    PyBuffer_Release(&table);
+    return PyBool_FromLong(found);
+}
+
 static PyMethodDef methods[] = {
     {"cut", cut, METH_O, "cut(text) -> (chars, grams, words, identifiers): CJK characters, CJK bigrams, words and the words that are identifiers, space-joined."},
     {"surface", (PyCFunction)(void (*)(void))surface, METH_FASTCALL,
      "surface(text, table) -> the distinct characters of text set in the BMP bitmap table, sorted, space-joined."},
+    {"any_set", (PyCFunction)(void (*)(void))any_set, METH_FASTCALL,
+     "any_set(text, table) -> whether text holds a character set in the BMP bitmap table or beyond it."},
     {NULL, NULL, 0, NULL},
 };
 

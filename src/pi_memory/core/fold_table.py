@@ -221,3 +221,7 @@ SIMPLIFIED = (
     "瞧爵犯猪瑱甆画瘝瘟益盛直睊着磌窱节类绦练缾者荒华蝹襁覆视调诸请谒诺谕谨变赠输迟醙"
     "铏陼难靖𫖔响頋频鬒龟𢡊𢡄𣏕㮝䀘𥅴𥉉𥳐𧻓齃厐"
 )
+
+# With TRADITIONAL, what may make t2s change a text (see the script): text with none of them
+# (and nothing beyond the Basic Multilingual Plane) folds to itself.
+FOLD_TRIGGERS = "哩坏沈甦瞭藉衹覆"
