@@ -184,3 +184,63 @@ def test_an_import_of_many_files_into_the_team_archive_goes_through_the_worker_w
         assert report.added == (ingest.PARALLEL_MIN_FILES + 2) * len(read_session_file(VUE).messages)
         assert not report.errors
         assert team.search("响应式", limit=3)
+
+
+def test_while_the_workers_start_the_writer_parses_files_itself_and_stores_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory.ingest.workers import Worker
+
+    folder = many_sessions(tmp_path / "s", ingest.PARALLEL_MIN_FILES + 4)
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "1")
+    with Archive.open(tmp_path / "worker.db") as a:
+        a.import_paths([folder])
+    handed: list[str] = []
+    submit = Worker.submit
+
+    def spy(self: Worker, path: str, agent: str | None, keep_lines: bool = False) -> None:
+        handed.append(path)
+        submit(self, path, agent, keep_lines)
+
+    monkeypatch.setattr(Worker, "submit", spy)
+    monkeypatch.setattr(Worker, "ready", property(lambda self: False))  # a worker that never finishes starting
+    with Archive.open(tmp_path / "writer.db") as a:
+        report = a.import_paths([folder])
+    assert report.added == 23 * (ingest.PARALLEL_MIN_FILES + 4) and not handed
+    assert stored(tmp_path / "writer.db")[:2] == stored(tmp_path / "worker.db")[:2]
+
+
+def test_a_worker_gets_the_dictionary_without_the_writer_waiting_for_it_to_read(tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+
+    from pi_memory.ingest.workers import Worker
+
+    folder = many_sessions(tmp_path / "s", 3)
+    data = (VUE.read_bytes() * 20)[: 100 << 10]  # a raw-content dictionary, as large as a trained one
+    dict_id = register_dictionary(data)
+    assert len(data) > 64 << 10  # more than a pipe holds
+    worker = Worker()
+    try:
+        worker.started.wait(30)
+        os.kill(worker.proc.pid, signal.SIGSTOP)  # a child busy elsewhere: it reads nothing
+
+        def ask() -> None:
+            worker.submit(str(folder / "s0000.jsonl"), None)
+            worker.send_dictionary(dict_id, data)
+            worker.submit(str(folder / "s0001.jsonl"), None)
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        asking.join(10)
+        waited = asking.is_alive()  # blocked on the full pipe until the child reads again
+        os.kill(worker.proc.pid, signal.SIGCONT)
+        asking.join()
+        before, after = worker.result(), worker.result()
+    finally:
+        worker.close()
+    assert not waited
+    packed = 12  # a message line's packed text (`prepare.MessageLine`)
+    assert before.messages and not any(packed_with(m[packed], dict_id) for m in before.messages)
+    assert after.messages and all(packed_with(m[packed], dict_id) for m in after.messages)

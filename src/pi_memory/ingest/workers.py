@@ -41,6 +41,7 @@ class Worker:
         )
         self.waiting: deque[str] = deque()
         self.text_dict = 0  # the archive dictionary this worker holds (`send_dictionary`); 0: none
+        self.started = threading.Event()  # the child said it is ready (its first answer)
         _widen_pipe(self.proc.stdout)
         # Answers are read as soon as they are written, by a thread of their own: an answer is
         # ~4x its file's source (~250 KB for 40 messages), so the pipe holds fewer files than one
@@ -50,6 +51,18 @@ class Worker:
         self._answers: queue.SimpleQueue[tuple[str, Any] | None] = queue.SimpleQueue()
         self._reader = threading.Thread(target=self._read_answers, name="pi-memory parse answers", daemon=True)
         self._reader.start()
+        # Requests are written by a thread of their own too: the archive's dictionary (~110 KB) is
+        # larger than the request pipe, and the child reads it only after the files it has in hand
+        # (~20 of them, 60 ms of parsing when the dictionary is learned), which the writer waited out.
+        self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._gone = False  # the child's pipes broke: later requests fail at once
+        self._sender = threading.Thread(target=self._write_requests, name="pi-memory parse requests", daemon=True)
+        self._sender.start()
+
+    @property
+    def ready(self) -> bool:
+        """Whether the child has started (or is gone): until then, the caller parses files itself."""
+        return self.started.is_set()
 
     def submit(self, path: str, agent: str | None, keep_lines: bool = False) -> None:
         """Ask for a file, its messages' text packed with the dictionary this worker holds (and their
@@ -59,19 +72,33 @@ class Worker:
 
     def send_dictionary(self, dict_id: int, data: bytes) -> None:
         """Hand over the archive's dictionary (no answer); the files asked for after it come back
-        with their text packed. It is larger than the request pipe, so this waits until the worker
-        has read it: it does, once its current file is answered, as its answers never wait (the
-        reading thread takes them as they come)."""
+        with their text packed."""
         self._send(("dict", data), "the archive's dictionary")
         self.text_dict = dict_id
 
     def _send(self, request: tuple[Any, ...], what: str) -> None:
-        assert self.proc.stdin is not None
+        """Queue a request for the sending thread; a child known gone fails at once (one that goes
+        later fails its requests at `result`: the reading thread meets the end of its answers)."""
+        if self._gone:
+            raise WorkerGone(what)
+        self._requests.put(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def _write_requests(self) -> None:
+        """The sending thread: each request in order, until `close` (None) or a broken pipe; then the
+        child's input is closed, which ends it once it has answered what it read."""
+        stdin = self.proc.stdin
+        assert stdin is not None
+        while (request := self._requests.get()) is not None:
+            try:
+                stdin.write(request)
+                stdin.flush()
+            except (OSError, ValueError):  # the child is gone (a broken pipe) or its input closed
+                self._gone = True
+                break
         try:
-            pickle.dump(request, self.proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise WorkerGone(what) from None
+            stdin.close()
+        except OSError:
+            pass
 
     def _read_answers(self) -> None:
         """The reading thread: every answer in order, then None once the worker is gone."""
@@ -80,9 +107,14 @@ class Worker:
             try:
                 answer = pickle.load(self.proc.stdout)
             except Exception:  # EOF, a torn answer, a closed pipe: the worker is gone either way
+                self._gone = True
                 self._answers.put(None)
+                self.started.set()  # gone: nothing to wait for (its requests fail, and are parsed here)
                 return
-            self._answers.put(answer)
+            if answer[0] == "ready":
+                self.started.set()
+            else:
+                self._answers.put(answer)
 
     def result(self) -> Any:
         """The oldest request's answer: the parse result; an `OSError` from reading the file is raised."""
@@ -97,13 +129,13 @@ class Worker:
         return value
 
     def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()  # the worker ends at the end of its requests
+        self._requests.put(None)  # the sending thread closes the child's input: it ends at the end of its requests
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self._sender.join(timeout=5)  # a write to a killed child fails: the thread ends
         self._reader.join(timeout=5)  # the pipe is at its end now that the worker is gone
         if self.proc.stdout is not None:
             self.proc.stdout.close()
