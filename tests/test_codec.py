@@ -211,6 +211,36 @@ def test_a_live_message_is_written_plain_and_packed_with_its_index_entry_at_the_
         assert [h.text for h in archive.search("nextTick")] == ["响应式 nextTick 为什么不更新"]
 
 
+def test_a_live_writer_leaves_the_dictionary_to_its_idle_moment_and_an_import_through_it_learns_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # training and packing the first messages again take ~0.1-0.15 s: no live write waits for them
+    from pi_memory.storage.writes import run_deferred_hooks
+
+    monkeypatch.setattr(Store, "TRAIN_AFTER", 40)
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "0")
+    trained: list[int] = []
+    train = Store._train_dictionary
+    monkeypatch.setattr(Store, "_train_dictionary", lambda self: (trained.append(1), train(self))[1])
+    with Archive.open(tmp_path / "live.db") as archive:
+        archive.store.defer_hooks()
+        archive.ensure_session("live", "/home/dev/shop")
+        for i in range(60):
+            message = {"role": "user", "content": f"{i} 响应式 nextTick reactive ref computed watch 组件 数据 更新" * 8}
+            archive.capture_message("live", {**message, "timestamp": i})
+        assert not trained and not archive.store.text_dict_id
+        assert run_deferred_hooks(archive.store)
+        assert trained and archive.store.text_dict_id
+        assert all(
+            codec.packed_with(t, archive.store.text_dict_id) for (t,) in archive.store.rows("SELECT text FROM msg")
+        )
+    trained.clear()
+    with Archive.open(tmp_path / "import.db") as archive:  # the bridge's store, importing (`/recall import`)
+        archive.store.defer_hooks()
+        archive.import_paths([chatter(tmp_path / "chat", 0, 12)])  # 480 messages, in batches of 200
+        assert trained and archive.store.text_dict_id
+
+
 def test_a_verbatim_line_stored_as_it_is_reads_back_as_it_is_and_only_it_counts_as_plain() -> None:
     line = '{"type":"message","message":{"role":"user","content":"响应式"}}'.encode()
     assert decompress(codec.plain(line)) == line and codec.plain_line(codec.plain(line)) == line

@@ -240,10 +240,11 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         if reload in codec._RELOADERS:
             codec._RELOADERS.remove(reload)
 
-    def text_codec(self) -> int:
+    def text_codec(self, train: bool = True) -> int:
         """The dictionary id new text is packed with: trained once from the first `TRAIN_AFTER`
         messages (outside any transaction: ~30-150 ms, once per archive), or found in `codec_dict`
-        when another process trained it. Cheap when there is one, or too few messages to learn from."""
+        when another process trained it. Cheap when there is one, or too few messages to learn from.
+        `train=False`: only look for one (a live write, which would wait out the training)."""
         if self.text_dict_id or not codec.PACK_TEXT or self.conn.in_transaction:
             return self.text_dict_id
         top = self.max_msg_id()
@@ -251,6 +252,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
             return 0
         self.load_dictionaries()
         if not self.text_dict_id:
+            if not train:
+                return 0  # the next call that may train looks again
             self._train_dictionary()
         self._codec_check_at = top * 2  # too little to learn from yet: try again at twice the size
         return self.text_dict_id
@@ -432,7 +435,10 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         """The one write path (`storage.writes.write_sessions`); returns (added, duplicates)."""
         from .writes import write_sessions
 
-        self.text_codec()  # before the transactions: training the dictionary takes a moment, once
+        # before the transactions: training the dictionary takes a moment, once; a deferring store
+        # (live capture) leaves it to its idle moment (`run_deferred_hooks`), or to an import: a live
+        # write that trained it waited ~0.1-0.15 s (the training, then its first messages packed again)
+        self.text_codec(train=self.deferred_hooks is None)
         return write_sessions(self, units)
 
     def unindex_messages(self, msg_ids: list[int]) -> None:

@@ -238,8 +238,9 @@ def _run_hooks(store: Store, added_ids: dict[str, list[int]]) -> None:
 
 
 def run_deferred_hooks(store: Store) -> bool:
-    """Index the messages and run the after-write hooks a live writer put off (see `Store.defer_hooks`);
-    True if anything ran."""
+    """Index the messages and run the after-write hooks a live writer put off (see `Store.defer_hooks`),
+    and learn the archive's dictionary once it is due (its writes do not); True if anything ran."""
+    store.text_codec()
     indexed = store.index_pending() > 0
     if not store.deferred_hooks:
         return indexed

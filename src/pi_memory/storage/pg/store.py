@@ -239,7 +239,7 @@ class PgStore(PgWrites, SharedSql):
     def dictionary_due(self) -> bool:
         return False
 
-    def text_codec(self) -> int:
+    def text_codec(self, train: bool = True) -> int:
         """The dictionary message text is packed with: none on PostgreSQL (the importer asks before
         handing its parse workers one)."""
         return 0
