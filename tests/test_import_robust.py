@@ -363,22 +363,3 @@ def test_a_first_import_leaves_each_full_text_index_in_one_segment_and_a_small_l
         wholes.clear()
         a.import_paths([many_sessions(tmp_path / "later", 3, prefix="later")])
         assert wholes[-1] == set()  # a few sessions more: merged by the index's own rule
-
-
-def test_an_import_from_the_cli_never_loads_numpy(tmp_path: Path) -> None:
-    # ~50 ms of every start: NumPy only scores a search
-    folder = many_sessions(tmp_path / "s", 2)
-    code = (
-        "import sys, runpy\n"
-        "sys.argv = ['pi-memory', 'import', sys.argv[1], '--db', sys.argv[2], '--json']\n"
-        "try:\n"
-        "    runpy.run_module('pi_memory', run_name='__main__')\n"
-        "finally:\n"
-        "    print('numpy' in sys.modules, file=sys.stderr)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(folder), str(tmp_path / "a.db")], env=env(), capture_output=True, text=True
-    )
-    assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["added"] == 2 * 23
-    assert out.stderr.strip().splitlines()[-1] == "False"
