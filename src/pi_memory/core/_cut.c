@@ -171,6 +171,18 @@ by_code_point(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The arguments of `surface` and `any_set`: a str and a bitmap over the Basic Multilingual Plane
+ * (bit c % 8 of byte c / 8). 0 with `table` held (release it), or -1 with the error set. */
+static int
+text_and_table(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_buffer *table)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a str and a bytes table", name);
+        return -1;
+    }
+    return PyObject_GetBuffer(args[1], table, PyBUF_SIMPLE);
+}
+
 /* surface(text, table) -> the distinct characters of text whose bit is set in `table` (a bitmap
  * over the Basic Multilingual Plane, bit c % 8 of byte c / 8), in code point order, space-joined:
  * `text.surface_chars`, for the characters that fold to another script. */
@@ -178,11 +190,7 @@ static PyObject *
 surface(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer table;
-    if (nargs != 2 || !PyUnicode_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "surface() takes a str and a bytes table");
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[1], &table, PyBUF_SIMPLE) < 0)
+    if (text_and_table("surface", args, nargs, &table) < 0)
         return NULL;
     const unsigned char *bits = table.buf;
     Py_ssize_t limit = table.len * 8;
@@ -226,11 +234,7 @@ static PyObject *
 any_set(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_buffer table;
-    if (nargs != 2 || !PyUnicode_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "any_set() takes a str and a bytes table");
-        return NULL;
-    }
-    if (PyObject_GetBuffer(args[1], &table, PyBUF_SIMPLE) < 0)
+    if (text_and_table("any_set", args, nargs, &table) < 0)
         return NULL;
     const unsigned char *bits = table.buf;
     Py_UCS4 limit = (Py_UCS4)(table.len * 8);
