@@ -230,7 +230,6 @@ class Importer:
     def flush(self, report: ImportReport) -> None:
         if not self._pending:
             return
-        self.store.text_codec()  # an import learns the dictionary (a deferring store's writes leave it)
         added, skipped = self.write_units(self._pending)
         if self._merging:  # the full-text merges FTS5 would have done in bursts, in short steps
             self.store.merge_steps()

@@ -435,10 +435,11 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         """The one write path (`storage.writes.write_sessions`); returns (added, duplicates)."""
         from .writes import write_sessions
 
-        # before the transactions: training the dictionary takes a moment, once; a deferring store
-        # (live capture) leaves it to its idle moment (`run_deferred_hooks`), or to an import: a live
-        # write that trained it waited ~0.1-0.15 s (the training, then its first messages packed again)
-        self.text_codec(train=self.deferred_hooks is None)
+        # before the transactions: training the dictionary takes a moment, once; a deferring store's
+        # live writes leave it to its idle moment (`run_deferred_hooks`) or to a bulk write (an import,
+        # `yielding_to_waiters`): a live write that trained it waited ~0.1-0.15 s (the training, then
+        # its first messages packed again)
+        self.text_codec(train=self.deferred_hooks is None or self._yielding)
         return write_sessions(self, units)
 
     def unindex_messages(self, msg_ids: list[int]) -> None:
