@@ -168,6 +168,11 @@ def test_the_shipped_fold_triggers_are_what_the_installed_opencc_says():
     spec.loader.exec_module(gen)
     assert fold_table.FOLD_TRIGGERS == gen.fold_triggers(set(fold_table.TRADITIONAL))
     assert "覆" in fold_table.FOLD_TRIGGERS  # 回覆 -> 回复, and neither character changes alone
+    # and what lets it fold by the table instead of opencc: likewise
+    assert fold_table.UNTABLED == gen.untabled(set(fold_table.TRADITIONAL))
+    folds = dict(zip(fold_table.TRADITIONAL, fold_table.SIMPLIFIED, strict=True))
+    assert fold_table.PHRASE_STARTS == gen.phrase_starts(folds)
+    assert "乾隆" in [fold_table.PHRASE_STARTS[i : i + 2] for i in range(0, len(fold_table.PHRASE_STARTS), 2)]
 
 
 def test_fast_normalization_folds_traditional_characters_and_keeps_the_length():

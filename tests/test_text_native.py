@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pi_memory.core import text
+from pi_memory.core import fold_table, text
 from pi_memory.core.text import fold_chinese, index_texts, is_cjk, tokenize
 
 DATA = Path(__file__).parent / "data"
@@ -150,11 +150,12 @@ def test_pi_memory_pure_python_turns_the_c_scan_off() -> None:
 
     code = (
         "from pi_memory.core import text; "
-        "print(text._native_cut() is None, text._native_surface() is None, text._native_any_set() is None)"
+        "print(text._native_cut() is None, text._native_surface() is None, text._native_any_set() is None, "
+        "text._native_fold() is None)"
     )
     env = {**os.environ, "PI_MEMORY_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True", "True"]
+    assert out.stdout.split() == ["True", "True", "True", "True"]
 
 
 FOLDING = [
@@ -182,6 +183,54 @@ def test_folding_skips_opencc_only_for_text_it_would_leave_as_it_is() -> None:
             assert expected == s, repr(s)
     assert not text._may_fold("红楼梦里的宝玉发现了代码的问题")
     assert text._may_fold("请回覆这封邮件") and text._may_fold("𠀀")
+
+
+def _t2s_phrases() -> list[str]:
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gen_fold_table.py"
+    spec = importlib.util.spec_from_file_location("gen_fold_table", script)
+    assert spec is not None and spec.loader is not None
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    return list(gen.t2s_phrases())
+
+
+def test_folding_by_the_table_gives_what_opencc_gives_around_every_phrase_of_t2s() -> None:
+    # each phrase of opencc's dictionary between random characters, traditional and simplified:
+    # a phrase the table would fold otherwise must send the text to opencc
+    converter = text._t2s()
+    phrases = _t2s_phrases()
+    rng = random.Random(11)
+    around = list(fold_table.TRADITIONAL[::7]) + list("的了是在我有他这中大来上 a1")
+    for phrase in phrases:
+        for _ in range(10):
+            before = "".join(rng.choice(around) for _ in range(rng.randrange(4)))
+            after = "".join(rng.choice(around) for _ in range(rng.randrange(4)))
+            s = before + phrase + after
+            assert fold_chinese(s) == converter.convert(s), repr(s)  # type: ignore[attr-defined]
+    alphabet = sorted(set("".join(phrases))) + list(fold_table.TRADITIONAL[:300]) + list("的了 a")
+    for _ in range(20_000):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 12)))
+        assert fold_chinese(s) == converter.convert(s), repr(s)  # type: ignore[attr-defined]
+
+
+def test_the_c_fold_says_when_only_opencc_can_fold_a_text() -> None:
+    fold = text._native_fold()
+    if fold is None:
+        pytest.skip("the optional extension is not built")
+    program = text._fold_program()
+    assert fold("紅樓夢裡的寶玉發現了", program) == "红楼梦里的宝玉发现了"
+    assert fold("天乾物燥 lone \ud800 ok", program) == "天干物燥 lone \ud800 ok"
+    assert fold("乾隆皇帝", program) is None  # a phrase t2s keeps: 乾 alone folds to 干
+    assert fold("请回覆", program) is None  # a phrase t2s changes though no character does alone
+    assert fold("𠁞 發", program) is None  # beyond the plane
+    assert fold("a\x00發\uffff", program) == "a\x00发\uffff"  # opencc keeps both too
+    assert fold("", program) == ""
+    with pytest.raises(ValueError):
+        fold("發", b"too short")
+    with pytest.raises(TypeError):
+        fold(b"bytes", program)  # type: ignore[arg-type]
 
 
 def test_the_c_and_python_checks_for_foldable_text_agree(monkeypatch: pytest.MonkeyPatch) -> None:

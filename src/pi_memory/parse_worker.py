@@ -34,7 +34,9 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
     from .ingest.prepare import parse_and_tokenize
     from .storage.codec import register_dictionary
 
-    fold_chinese("準備")  # opencc loads its dictionaries at its first conversion: before saying ready
+    # before saying ready: the fold table is built at its first use, and opencc (for a phrase it
+    # converts otherwise than character by character, `回覆`) loads its dictionaries at its first
+    fold_chinese("準備回覆")
     pickle.dump(("ready", None), out, protocol=pickle.HIGHEST_PROTOCOL)
     out.flush()
     held: set[int] = set()  # the dictionaries handed to this child (their ids, from their bytes)

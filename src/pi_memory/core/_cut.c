@@ -16,6 +16,11 @@
  *   identifiers  the words among them with an '_' or a camelCase step (`text._CAMEL`), whose
  *          parts `text._identifier_parts` adds
  * A word character is what `re`'s \w matches in a str pattern: alphanumeric or '_'.
+ *
+ * Three scans more serve `text.fold_chinese` and `text.surface_text`, over tables Python builds
+ * (the rules stay there): `any_set` (may opencc change this text?), `fold` (the text folded by
+ * the table, where that is what opencc would give) and `surface` (the characters typed in a
+ * script that folds to another).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -250,12 +255,94 @@ any_set(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyBool_FromLong(found);
 }
 
+/* The layout of `fold`'s table (`text._fold_program`): a map of the Basic Multilingual Plane (one
+ * uint16 per code point: the character it folds to, 0 for itself, ONLY_OPENCC where only opencc can
+ * say), a bitmap of the characters a phrase starts with, then the phrases' first two characters as
+ * sorted uint32s (first << 16 | second), all in the machine's byte order. */
+#define FOLD_MAP_BYTES (0x10000 * 2)
+#define FOLD_STARTS_BYTES (0x10000 / 8)
+#define ONLY_OPENCC 0xFFFF
+
+static int
+holds_pair(const unsigned char *pairs, Py_ssize_t count, uint32_t key)
+{
+    Py_ssize_t lo = 0, hi = count;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        uint32_t at;
+        memcpy(&at, pairs + mid * 4, 4);
+        if (at == key)
+            return 1;
+        if (at < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+/* fold(text, table) -> text with each character replaced by the one the table's map gives, or None
+ * where the map cannot say: a character it maps to ONLY_OPENCC, one beyond the Basic Multilingual
+ * Plane, or a pair of adjacent characters that starts a phrase (`text.fold_chinese` asks opencc then). */
+static PyObject *
+fold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    Py_buffer table;
+    if (text_and_table("fold", args, nargs, &table) < 0)
+        return NULL;
+    Py_ssize_t pair_bytes = table.len - FOLD_MAP_BYTES - FOLD_STARTS_BYTES;
+    if (pair_bytes < 0 || pair_bytes % 4) {
+        PyBuffer_Release(&table);
+        PyErr_SetString(PyExc_ValueError, "fold() takes a table of a map, a bitmap and pairs");
+        return NULL;
+    }
+    const unsigned char *map = table.buf;
+    const unsigned char *starts = map + FOLD_MAP_BYTES;
+    const unsigned char *pairs = starts + FOLD_STARTS_BYTES;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(args[0]);
+    int kind = PyUnicode_KIND(args[0]);
+    const void *text = PyUnicode_DATA(args[0]);
+    Py_UCS2 *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_UCS2));
+    if (out == NULL) {
+        PyBuffer_Release(&table);
+        return PyErr_NoMemory();
+    }
+    int folds = 1;
+    for (Py_ssize_t i = 0; i < n && folds; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+        uint16_t to = ONLY_OPENCC;
+        if (c <= 0xFFFF)
+            memcpy(&to, map + c * 2, 2);
+        if (to == ONLY_OPENCC) {
+            folds = 0;
+            break;
+        }
+        if (to == 0)
+            to = (uint16_t)c;
+        if (((starts[c >> 3] >> (c & 7)) & 1) && i + 1 < n) {
+            Py_UCS4 next = PyUnicode_READ(kind, text, i + 1);
+            folds = !(next <= 0xFFFF && holds_pair(pairs, pair_bytes / 4, (uint32_t)c << 16 | next));
+        }
+        out[i] = to;
+    }
+    PyBuffer_Release(&table);
+    PyObject *result = Py_None;
+    if (folds)
+        result = PyUnicode_FromKindAndData(PyUnicode_2BYTE_KIND, out, n);
+    else
+        Py_INCREF(result);
+    PyMem_Free(out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"cut", cut, METH_O, "cut(text) -> (chars, grams, words, identifiers): CJK characters, CJK bigrams, words and the words that are identifiers, space-joined."},
     {"surface", (PyCFunction)(void (*)(void))surface, METH_FASTCALL,
      "surface(text, table) -> the distinct characters of text set in the BMP bitmap table, sorted, space-joined."},
     {"any_set", (PyCFunction)(void (*)(void))any_set, METH_FASTCALL,
      "any_set(text, table) -> whether text holds a character set in the BMP bitmap table or beyond it."},
+    {"fold", (PyCFunction)(void (*)(void))fold, METH_FASTCALL,
+     "fold(text, table) -> text mapped character by character by the table, or None where it cannot say."},
     {NULL, NULL, 0, NULL},
 };
 
