@@ -130,3 +130,67 @@ def test_an_old_run_is_found_by_its_rare_word_and_common_words_look_at_the_newes
     assert {h.run.session_id for h in common} == {f"run{k:05d}-0001" for k in range(15, 20)}
     (in_session,) = archive.search("部署", scope="summary", session="run00002-0001")
     assert in_session.run.session_id == "run00002-0001"  # the filter applies while candidates are chosen
+
+
+# the run summaries' own index, as archives created before the runs moved into msg_fts have it
+_RUN_FTS = """CREATE VIRTUAL TABLE run_fts USING fts5(chars, grams, content = '', contentless_delete = 1,
+                                                   tokenize = "ascii tokenchars '_'", detail = 'none')"""
+_LAYOUT_QUERIES = [
+    "nginx heartbeat",
+    "缓存",
+    "缓存索引",
+    "响应式",
+    "cache index",
+    "error",
+    "test",
+    "the",
+    "索引 cache",
+    "Vue 组件",
+    "stream",
+    "a",
+    "构",
+    "sse",
+    "compaction summary",
+    "没有这个词 nothingatall",
+]
+
+
+def _both_layouts(tmp_path: Path) -> tuple[Archive, Archive]:
+    """The same sessions imported into a new archive (runs in msg_fts) and one laid out as before (run_fts)."""
+    with Archive.open(tmp_path / "before.db") as made:
+        with made.store.write():
+            made.store.execute(_RUN_FTS)
+    new, before = Archive.open(tmp_path / "new.db"), Archive.open(tmp_path / "before.db")
+    for archive in (new, before):
+        for source in ("pi", "claude", "codex"):
+            archive.import_paths([Path(__file__).parent / "data" / source])
+    assert new.store.runs_in_msg_fts and not before.store.runs_in_msg_fts
+    return new, before
+
+
+def _answers(archive: Archive) -> list[list[tuple[int, float]]]:
+    out = []
+    for query in _LAYOUT_QUERIES:
+        out.append([(h.msg_id, round(h.score, 9)) for h in msg_hits(archive, query)])
+        out.append([(h.run.id, round(h.score, 9)) for h in run_hits(archive, query)])
+    return out
+
+
+def test_run_summaries_kept_in_msg_fts_answer_every_search_as_their_own_index_did(tmp_path: Path) -> None:
+    from pi_memory.storage.runindex import RUN_ROWIDS
+
+    new, before = _both_layouts(tmp_path)
+    answers = _answers(new)
+    assert answers == _answers(before)
+    assert sum(map(len, answers[0::2])) > 20 and sum(map(len, answers[1::2])) > 20  # messages and runs found
+    runs = new.store.scalar("SELECT count(*) FROM run")
+    assert new.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id > ?", (RUN_ROWIDS,)) == runs > 50
+    # forgetting takes a session's runs out of the index in both layouts alike
+    session = str(new.store.scalar("SELECT session_id FROM run GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"))
+    for archive in (new, before):
+        archive.forget(session)
+    assert _answers(new) == _answers(before)
+    left = new.store.scalar("SELECT count(*) FROM run")
+    assert new.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id > ?", (RUN_ROWIDS,)) == left < runs
+    new.close()
+    before.close()
