@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
-    result = result_header("run_index_ab", {k: str(v) for k, v in vars(args).items()})
+    result = result_header("run_index_ab", vars(args))
     work = args.work or Path(tempfile.mkdtemp(prefix="pi-memory-run-index-"))
     for layout in LAYOUTS:
         for p in work.glob(f"{layout}.db*"):

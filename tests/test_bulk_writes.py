@@ -16,6 +16,7 @@ from pi_memory.ingest.importer import Importer, ImportReport
 from pi_memory.ingest.prepare import parse_and_tokenize
 from pi_memory.runs.table import load_fields
 from pi_memory.storage.rows import NewMessage
+from pi_memory.storage.runindex import RUN_ROWIDS
 from pi_memory.storage.store import Store
 from pi_memory.storage.writes import SessionWrite
 
@@ -106,7 +107,7 @@ def test_a_write_transaction_writes_one_segment_per_full_text_index(tmp_path: Pa
         assert a.store._txn - before == 1
         assert a.store.runs_in_msg_fts  # the messages and the run summaries: one segment
         assert segments(a.store, "msg_fts") == 1
-        runs = a.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id < 0")
+        runs = a.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id > ?", (RUN_ROWIDS,))
         assert runs == a.store.scalar("SELECT count(*) FROM run") > 0
 
 
@@ -161,7 +162,9 @@ def test_a_batch_that_meets_messages_already_there_keeps_seqs_without_gaps_and_f
         rows = store.rows("SELECT seq, hash, entry_id FROM msg ORDER BY seq")
         assert [r[0] for r in rows] == [1, 2, 3, 4]
         assert dict((h, e) for _, h, e in rows) == {"h0": "e0", "h1": "e1", "h2": "e2", "h3": "e3"}
-        indexed = store.scalar("SELECT count(*) FROM msg_fts WHERE msg_fts MATCH 'message' AND rowid > 0")
+        indexed = store.scalar(
+            "SELECT count(*) FROM msg_fts WHERE msg_fts MATCH 'message' AND rowid < ?", (RUN_ROWIDS,)
+        )
         assert indexed == 4
         assert a.check() == []
 

@@ -255,9 +255,10 @@ def run_tables(archive: Archive) -> dict[str, list[Any]]:
     """Everything the runs component wrote, row by row; a run's fields as its readers see them
     (`load_fields`: a planned run counts its message ids from its first message)."""
     from pi_memory.runs.table import load_fields
+    from pi_memory.storage.runindex import RUN_ROWIDS
 
     # the runs' index entries: each run's id and its token counts per channel
-    index = "SELECT -id, sz FROM msg_fts_docsize WHERE id < 0 ORDER BY -id"
+    index = f"SELECT id - {RUN_ROWIDS}, sz FROM msg_fts_docsize WHERE id > {RUN_ROWIDS} ORDER BY id"
     queries = {
         "run": "SELECT * FROM run ORDER BY id",
         "run_msg": "SELECT * FROM run_msg ORDER BY msg_id",

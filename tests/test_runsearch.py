@@ -177,18 +177,20 @@ def _answers(archive: Archive) -> list[list[tuple[int, float]]]:
 
 
 def test_run_summaries_kept_in_msg_fts_answer_every_search_as_their_own_index_did(tmp_path: Path) -> None:
+    from pi_memory.storage.runindex import RUN_ROWIDS
+
     new, before = _both_layouts(tmp_path)
     answers = _answers(new)
     assert answers == _answers(before)
     assert sum(map(len, answers[0::2])) > 20 and sum(map(len, answers[1::2])) > 20  # messages and runs found
     runs = new.store.scalar("SELECT count(*) FROM run")
-    assert new.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id < 0") == runs > 50
+    assert new.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id > ?", (RUN_ROWIDS,)) == runs > 50
     # forgetting takes a session's runs out of the index in both layouts alike
     session = str(new.store.scalar("SELECT session_id FROM run GROUP BY session_id ORDER BY count(*) DESC LIMIT 1"))
     for archive in (new, before):
         archive.forget(session)
     assert _answers(new) == _answers(before)
     left = new.store.scalar("SELECT count(*) FROM run")
-    assert new.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id < 0") == left < runs
+    assert new.store.scalar("SELECT count(*) FROM msg_fts_docsize WHERE id > ?", (RUN_ROWIDS,)) == left < runs
     new.close()
     before.close()

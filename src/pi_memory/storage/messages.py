@@ -10,8 +10,7 @@ for one (`insert_message`), and nothing here tokenizes or packs what a parse wor
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.text import surface_text
@@ -40,7 +39,6 @@ _INSERT_MSG_WITH_ID = """
 INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, id)
 VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12)"""
 _SESSION_NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?"
-_INSERT_FTS = "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)"
 _INSERT_ENTRY = """
 INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)"""
 # ... and that seq is still the session's max while the row that got it is the newest of the whole
@@ -70,7 +68,6 @@ class MessageWrites:
     _first_users: dict[str, tuple[int, str]]
     _last_seq: dict[str, tuple[int, int, int]]
     _txn: int
-    _msg_fts_rows: list[tuple[int, str, str]] | None  # collected by `indexing_in_order`, while it runs
 
     if TYPE_CHECKING:
 
@@ -79,28 +76,6 @@ class MessageWrites:
         def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
         def index_typed(self, msg_id: int, text: str, typed: str | None = None) -> None: ...
-
-    def index_in_msg_fts(self, rows: Sequence[tuple[int, str, str]]) -> None:
-        """Entries of `msg_fts` (rowid, chars, grams): written now, or in rowid order at the end of
-        the `indexing_in_order` they are made in."""
-        if self._msg_fts_rows is not None:
-            self._msg_fts_rows += rows
-        else:
-            self.conn.executemany(_INSERT_FTS, rows)
-
-    @contextmanager
-    def indexing_in_order(self) -> Iterator[None]:
-        """Inside a write transaction: the `msg_fts` entries made within, written at its end in
-        rowid order, so FTS5 writes them as one segment (it starts a new one each time a rowid is
-        not above the one before: a new archive's run summaries are rowid -N, below the messages,
-        and are made after them)."""
-        self._msg_fts_rows = []
-        try:
-            yield
-            rows, self._msg_fts_rows = self._msg_fts_rows, None
-            self.conn.executemany(_INSERT_FTS, sorted(rows))
-        finally:
-            self._msg_fts_rows = None
 
     def ensure_session(self, row: SessionRow) -> None:
         """Create the session or widen its time range; a later non-empty cwd/name wins."""
@@ -157,7 +132,7 @@ class MessageWrites:
         if m.index_waits:
             self.pending_index = True
         elif m.indexed:
-            self.index_in_msg_fts([(msg_id, m.chars, m.grams)])
+            self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
             self.index_typed(msg_id, m.text, m.typed)
         if m.has_line:
             self.conn.execute(
@@ -220,7 +195,9 @@ class MessageWrites:
         if any(m.index_waits for _, m in added):
             self.pending_index = True
         indexed = [(msg_id, m) for msg_id, m in added if m.indexed and not m.index_waits]
-        self.index_in_msg_fts([(i, m.chars, m.grams) for i, m in indexed])
+        self.conn.executemany(
+            "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", [(i, m.chars, m.grams) for i, m in indexed]
+        )
         typed = [(i, m.typed if m.typed is not None else surface_text(m.text)) for i, m in indexed]
         self.conn.executemany("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", [t for t in typed if t[1]])
         self.conn.executemany(

@@ -1,13 +1,11 @@
 """The SQLite store's index of run summaries and the token counts run search reads.
 
 A mixin of `Store` (its connection and query helpers). A new archive indexes run N's summary in
-`msg_fts` as rowid -N, below every message (rowid = msg id > 0; why: `schema.COMPACT_FTS`); an older
-one keeps them in an index of their own, `run_fts`, under their ids. Every query keeps to its side
-of zero (message queries to `rowid > 0`), so both answer alike. Below, so that the scans searches
-make most start or stop where they should: a message query's newest-first scan stops at zero, a run
-query's newest-first scan (the most negative rowids first) starts at the doclist's start. FTS5
-writes what a transaction indexed as a new segment each time a rowid is not above the one before,
-so a write collects its entries and writes them in rowid order (`MessageWrites.indexing_in_order`).
+`msg_fts` as rowid `RUN_ROWIDS + N`, above every message (rowid = msg id; why: `schema.COMPACT_FTS`);
+an older one keeps them in an index of their own, `run_fts`, under their ids. Every query keeps to
+its side of that line (message queries to `rowid < RUN_ROWIDS`), so both answer alike. Above, not
+below (negative rowids): FTS5 writes what a transaction indexed as a new segment each time a rowid
+is not above the one before, and a transaction indexes its messages, then their runs, in id order.
 PgStore keeps the same summaries in a tsvector column of `run` and answers the same calls.
 """
 
@@ -22,6 +20,9 @@ from .shared import NO_FILTER, RunFilter
 
 if TYPE_CHECKING:
     import apsw
+
+# run N's rowid in msg_fts is RUN_ROWIDS + N: more ids than any archive gives its messages (2^40)
+RUN_ROWIDS = 1 << 40
 
 
 class RunSummaryIndex:
@@ -38,8 +39,6 @@ class RunSummaryIndex:
 
         def sql_in_list(self, expr: str) -> str: ...
 
-        def index_in_msg_fts(self, rows: Sequence[tuple[int, str, str]]) -> None: ...
-
         @staticmethod
         def list_param(values: Any) -> Any: ...
 
@@ -52,33 +51,35 @@ class RunSummaryIndex:
 
     @property
     def runs_in_msg_fts(self) -> bool:
-        """Whether this archive indexes run summaries in `msg_fts` (rowid -N for run N) rather than in
-        `run_fts` (an archive created before: `schema.COMPACT_FTS`). Read once per migration."""
+        """Whether this archive indexes run summaries in `msg_fts` (rowid `RUN_ROWIDS` + N for run N)
+        rather than in `run_fts` (an archive created before: `schema.COMPACT_FTS`). Read once per
+        migration."""
         if self._runs_in_msg_fts is None:
             self._runs_in_msg_fts = not self.scalar(
                 "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'run_fts')"
             )
         return self._runs_in_msg_fts
 
+    def _run_index(self) -> tuple[str, int]:
+        """The run summaries' FTS5 table and what a run's id is added to for its rowid there."""
+        return ("msg_fts", RUN_ROWIDS) if self.runs_in_msg_fts else ("run_fts", 0)
+
     def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
         self.index_run_summaries([(run_id, chars, grams)])
 
     def index_run_summaries(self, rows: Sequence[tuple[int, str, str]]) -> None:
         """(run id, chars, grams) of several runs, one statement for all."""
-        if self.runs_in_msg_fts:
-            self.index_in_msg_fts([(-run_id, chars, grams) for run_id, chars, grams in rows])
-        else:
-            self.conn.executemany("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", rows)
+        table, base = self._run_index()
+        self.conn.executemany(f"INSERT INTO {table}(rowid, chars, grams) VALUES (? + {base},?,?)", rows)
 
     def unindex_run_summary(self, run_id: int) -> None:
-        if self.runs_in_msg_fts:
-            self.conn.execute("DELETE FROM msg_fts WHERE rowid = ?", (-run_id,))
-        else:
-            self.conn.execute("DELETE FROM run_fts WHERE rowid = ?", (run_id,))
+        table, base = self._run_index()
+        self.conn.execute(f"DELETE FROM {table} WHERE rowid = ? + {base}", (run_id,))
 
     def run_summary_df(self, token: QueryToken, cap: int) -> int:
         """Runs whose summary holds a token, counted up to `cap`."""
-        sql = f"SELECT count(*) FROM ({self._runs_sql()} LIMIT ?)"
+        table, base = self._run_index()
+        sql = f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid > {base} LIMIT ?)"
         return int(self.scalar(sql, (token.fts(), cap)))
 
     def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
@@ -89,16 +90,12 @@ class RunSummaryIndex:
         """The newest `limit` runs whose summary holds any of the tokens (FTS5 walks back from the newest)."""
         return self._runs_matching(fts_or(list(tokens)), limit, where)
 
-    def _runs_sql(self) -> str:
-        """The ids of the runs whose summary matches `?`, newest first."""
-        if self.runs_in_msg_fts:  # the newest run is the lowest rowid
-            return "SELECT -rowid FROM msg_fts WHERE msg_fts MATCH ? AND rowid < 0 ORDER BY rowid"
-        return "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC"
-
     def _runs_matching(self, expr: str, limit: int, where: RunFilter) -> list[int]:
+        table, base = self._run_index()
+        runs = f"SELECT rowid - {base} FROM {table} WHERE {table} MATCH ? AND rowid > {base}"
         if where[0] == NO_FILTER[0]:
-            return [int(r[0]) for r in self.conn.execute(f"{self._runs_sql()} LIMIT ?", (expr, limit))]
+            return [int(r[0]) for r in self.conn.execute(f"{runs} ORDER BY rowid DESC LIMIT ?", (expr, limit))]
         sql = f"""SELECT r.id FROM run r JOIN session s ON s.id = r.session_id
-                  WHERE r.id IN ({self._runs_sql()}) AND {where[0]}
+                  WHERE r.id IN ({runs}) AND {where[0]}
                   ORDER BY r.id DESC LIMIT ?"""
         return [int(r[0]) for r in self.conn.execute(sql, [expr, *where[1], limit])]

@@ -138,7 +138,6 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
         self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
         self._runs_in_msg_fts: bool | None = None  # where run summaries are indexed (`runs_in_msg_fts`)
-        self._msg_fts_rows: list[tuple[int, str, str]] | None = None  # see `indexing_in_order`
 
     # --- opening ------------------------------------------------------------------
 

@@ -89,10 +89,9 @@ def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
     while at < len(pieces):
         with store.write():
             started, totals = time.perf_counter(), dict[str, int]()
-            with store.indexing_in_order():  # the messages' entries and their runs': one segment
-                at, cost, duplicates, finished = _take_pieces(store, pieces, at, started, totals)
-                skipped += duplicates
-                completed |= _complete_new(store, finished, sessions_of, totals)
+            at, cost, duplicates, finished = _take_pieces(store, pieces, at, started, totals)
+            skipped += duplicates
+            completed |= _complete_new(store, finished, sessions_of, totals)
             store.add_to_counters(totals)
             if at == len(pieces):
                 _update_first_users(store, [u for u in units if id(u) not in completed])
