@@ -49,7 +49,6 @@ from corpus import CLASSICS, NOVELS, Doc, gutenberg_chunks, vue_sections, write_
 
 from pi_memory.archive.api import Archive  # noqa: E402
 from pi_memory.core.text import QueryToken, fts_and, fts_or, is_cjk, normalize, query_tokens, tokenize  # noqa: E402
-from pi_memory.storage.runindex import RUN_ROWIDS  # noqa: E402
 from pi_memory.storage.store import decode_text  # noqa: E402
 
 K = 10
@@ -258,7 +257,7 @@ class Systems:
 
     def df(self, t: QueryToken) -> int:
         if t.fts() not in self._df:
-            sql = f"SELECT count(*) FROM msg_fts WHERE msg_fts MATCH ? AND rowid < {RUN_ROWIDS}"  # runs above
+            sql = "SELECT count(*) FROM msg_fts WHERE msg_fts MATCH ?"
             self._df[t.fts()] = int(self.conn.execute(sql, (t.fts(),)).fetchall()[0][0])
         return self._df[t.fts()]
 
@@ -270,7 +269,7 @@ class Systems:
         # coverage counts bigrams and words; a 1-char query has only its char
         scoring = [t for t in toks if t.kind != "char"] or toks
         anchors = sorted(scoring, key=lambda t: self.df(t))[:3]
-        sql = f"SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? AND rowid < {RUN_ROWIDS} ORDER BY rowid DESC LIMIT 200"
+        sql = "SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? ORDER BY rowid DESC LIMIT 200"
         ids = [int(r[0]) for r in self.conn.execute(sql, (fts_and(anchors),))]
         if not ids:
             ids = [int(r[0]) for r in self.conn.execute(sql, (fts_or(anchors),))]

@@ -31,7 +31,6 @@ from corpus import MESSAGES_PER_SESSION, corpus_docs, synthetic_texts, write_ses
 
 from pi_memory.archive.api import Archive  # noqa: E402
 from pi_memory.core.text import fts_or, query_tokens  # noqa: E402
-from pi_memory.storage.runindex import RUN_ROWIDS  # noqa: E402
 from pi_memory.storage.store import decode_text  # noqa: E402
 
 BATCH_SESSIONS = 250  # 10k messages generated, imported, deleted at a time
@@ -74,8 +73,7 @@ def bm25_query(archive: Archive, query: str) -> list[int]:
     toks = query_tokens(query)
     if not toks:
         return []
-    # messages only (a new archive's run summaries are above RUN_ROWIDS in the same index)
-    sql = f"SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? AND rowid < {RUN_ROWIDS} ORDER BY bm25(msg_fts) LIMIT 10"
+    sql = "SELECT rowid FROM msg_fts WHERE msg_fts MATCH ? ORDER BY bm25(msg_fts) LIMIT 10"
     return [int(r[0]) for r in archive.store.conn.execute(sql, (fts_or(toks),))]
 
 

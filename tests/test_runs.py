@@ -255,15 +255,12 @@ def run_tables(archive: Archive) -> dict[str, list[Any]]:
     """Everything the runs component wrote, row by row; a run's fields as its readers see them
     (`load_fields`: a planned run counts its message ids from its first message)."""
     from pi_memory.runs.table import load_fields
-    from pi_memory.storage.runindex import RUN_ROWIDS
 
-    # the runs' index entries: each run's id and its token counts per channel
-    index = f"SELECT id - {RUN_ROWIDS}, sz FROM msg_fts_docsize WHERE id > {RUN_ROWIDS} ORDER BY id"
     queries = {
         "run": "SELECT * FROM run ORDER BY id",
         "run_msg": "SELECT * FROM run_msg ORDER BY msg_id",
         "run_file": "SELECT * FROM run_file ORDER BY path, run_id, msg_id, action",
-        "run index": index if archive.store.runs_in_msg_fts else "SELECT id, sz FROM run_fts_docsize ORDER BY id",
+        "run_fts": "SELECT rowid FROM run_fts ORDER BY rowid",
     }
     tables = {name: [tuple(r) for r in archive.store.rows(sql)] for name, sql in queries.items()}
     columns = [str(c[1]) for c in archive.store.rows("PRAGMA table_info(run)")]
@@ -296,7 +293,6 @@ def test_a_first_import_writes_the_runs_planned_from_the_file_exactly_as_reading
         from_messages = run_tables(other)
     assert len(read_back) > 20
     assert len(from_plans["run"]) > 50 and len(from_plans["run_file"]) > 10
-    assert len(from_plans["run index"]) == len(from_plans["run"])
     assert from_plans == from_messages
 
 

@@ -57,7 +57,6 @@ from ..core.text import (
     typed_forms,
     typed_runs,
 )
-from ..storage.runindex import RUN_ROWIDS
 from ..storage.store import Store, decode_text
 from . import runs as runsearch
 
@@ -166,11 +165,7 @@ def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) ->
 
 
 def fts_index(token: QueryToken) -> tuple[str, str]:
-    """The FTS5 table that holds a token and the expression that finds it there.
-
-    Messages are the rowids of `msg_fts` below `RUN_ROWIDS` (a new archive keeps its run summaries
-    there, above: `storage.runindex`): every query here keeps below it.
-    """
+    """The FTS5 table that holds a token and the expression that finds it there."""
     return ("msg_typed" if token.kind == "surface" else "msg_fts"), token.fts()
 
 
@@ -224,7 +219,7 @@ class Searcher:
             return cached
         count = int(
             self.store.scalar(
-                f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? AND rowid < {RUN_ROWIDS} LIMIT ?)",
+                f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
                 (expr, DF_EXACT_CAP + 1),
             )
         )
@@ -238,10 +233,7 @@ class Searcher:
         max_id = self.store.max_msg_id()
         low = max(0, max_id - DF_WINDOW)
         in_window = int(
-            self.store.scalar(
-                f"SELECT count(*) FROM {table} WHERE {table} MATCH ? AND rowid > ? AND rowid < {RUN_ROWIDS}",
-                (expr, low),
-            )
+            self.store.scalar(f"SELECT count(*) FROM {table} WHERE {table} MATCH ? AND rowid > ?", (expr, low))
         )
         docs_in_window = max(1, int(n_docs * (max_id - low) / max(max_id, 1)))
         return max(DF_EXACT_CAP + 1, min(n_docs, int(n_docs * in_window / docs_in_window)))
@@ -266,7 +258,7 @@ class Searcher:
         parts, params = [], []
         for t in plan.rare:
             table, expr = fts_index(t)
-            parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? AND rowid < {RUN_ROWIDS}")
+            parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
             params += [weights[t.text], expr]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
@@ -289,7 +281,7 @@ class Searcher:
         sql = "SELECT f.rowid FROM msg_fts f"
         if filters.active:
             sql += " JOIN msg m ON m.id = f.rowid JOIN session s ON s.id = m.session_id"
-        sql += f" WHERE msg_fts MATCH ? AND f.rowid > ? AND f.rowid < {RUN_ROWIDS}"
+        sql += " WHERE msg_fts MATCH ? AND f.rowid > ?"
         if filters.active:
             sql += f" AND {where}"
         sql += " ORDER BY f.rowid DESC LIMIT ?"

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # import merges them in steps (`merging_in_steps`): p99 ~18 ms here, below an import's own writes
 # (p99 ~30 ms), so a live writer waits no longer for them. 50 pages: p99 ~10 ms, but 1,002
 # transactions instead of 887 on 20k messages and a 4% slower import.
-FTS_INDEXES = ("msg_fts", "run_fts", "msg_typed")  # those an archive has: `fts_indexes`
+FTS_INDEXES = ("msg_fts", "run_fts", "msg_typed")
 MERGE_STEP_PAGES = 100
 # pages a step of `shrink` gives back: moving a page from the file's end costs about as much as
 # writing it, so a step stays within a few ms
@@ -78,9 +78,6 @@ class ImportMerging:
 
         def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-        @property
-        def runs_in_msg_fts(self) -> bool: ...
-
         def counters(self) -> dict[str, int]: ...
 
     @contextmanager
@@ -101,7 +98,7 @@ class ImportMerging:
         """
         before = self.counters()
         with self.write():
-            for table in self.fts_indexes():
+            for table in FTS_INDEXES:
                 key = _AUTOMERGE_WAS + table  # kept as it is when another import (or a killed one) set it
                 self.conn.execute(
                     "INSERT OR IGNORE INTO counter(name, value) VALUES (?, ?)", (key, self._automerge(table))
@@ -112,7 +109,7 @@ class ImportMerging:
         try:
             yield
             with self.write():
-                for table in self.fts_indexes():
+                for table in FTS_INDEXES:
                     self._set_merge_rule(table, self._rule_before_import(table))
             self.merge_steps(whole=self._mostly_new(before))  # in steps still
             self.shrink()  # the pages those merges freed
@@ -152,7 +149,6 @@ class ImportMerging:
         return {
             table
             for table, counter in _DOCS_OF.items()
-            if table in self.fts_indexes()
             if now.get(counter, 0) >= IMPORT_OPTIMIZES * before.get(counter, 0) and now.get(counter, 0) > 0
         }
 
@@ -162,7 +158,7 @@ class ImportMerging:
         `whole` are merged into one segment (FTS5's 'merge' with a negative count: every segment in
         one merge), the others by their merge rule."""
         steps = 0
-        for table in self.fts_indexes():
+        for table in FTS_INDEXES:
             pages = -MERGE_STEP_PAGES if table in whole else MERGE_STEP_PAGES
             while True:
                 with self.write():
@@ -184,18 +180,13 @@ class ImportMerging:
         with self.write():
             for name, was in rows:
                 table = str(name)[len(_AUTOMERGE_WAS) :]
-                if table in self.fts_indexes():
+                if table in FTS_INDEXES:
                     self.conn.execute(
                         f"INSERT INTO {table}({table}, rank) VALUES ('automerge', ?)", (_merge_rule(int(was)),)
                     )
                     self._set_merge_rule(table, _merge_rule(int(was)))
                     self._set_import_limits(table, FTS5_CRISIS_MERGE, FTS5_HASH_BYTES)
                 self.conn.execute("DELETE FROM counter WHERE name = ?", (name,))
-
-    def fts_indexes(self) -> tuple[str, ...]:
-        """The full-text indexes of this archive: `FTS_INDEXES` but `run_fts` where the run summaries
-        are in `msg_fts` (`runs_in_msg_fts`)."""
-        return tuple(t for t in FTS_INDEXES if t != "run_fts" or not self.runs_in_msg_fts)
 
     def _automerge(self, table: str) -> int:
         value = self.scalar(f"SELECT v FROM {table}_config WHERE k = 'automerge'")

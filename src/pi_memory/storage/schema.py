@@ -17,7 +17,6 @@ Tables
               rendered text of indexed messages; rows deleted with
               `contentless_delete` when a message is forgotten. `detail = 'none'` in archives
               created since m008 (`COMPACT_FTS`), `'column'` in older ones: both are queried alike.
-              A message is rowid N (`msg.id`); in new archives run N's summary is rowid 2^40 + N.
 - `msg_typed` contentless FTS5 index of the characters a message holds in a script that
               folds to another, as typed (`構` where msg_fts has `构`), for messages that have any.
 - `entry`     the verbatim copy of every source line (zlib), message or not,
@@ -42,9 +41,7 @@ Tables
               `AUTOINCREMENT`: a forgotten run's id is never reused.
 - `run_msg`   msg -> (run, 1-based position): the address `r<N>/m<K>`.
 - `run_file`  paths a run read or changed, per message, for the path filter.
-- `run_fts`   contentless two-channel FTS5 index over run summaries (the summary track), in
-              archives created before the runs moved into `msg_fts` (rowid 2^40 + N for run N:
-              see `COMPACT_FTS`); `Store.runs_in_msg_fts` says which an archive has.
+- `run_fts`   contentless two-channel FTS5 index over run summaries (the summary track).
 - `forgotten` tombstones: (session, message hash) pairs the user forgot, `*` for a whole
               session, so a re-import does not bring them back.
 - `codec_dict` the zstd dictionaries packed text is compressed with (`codec.py` format 2), by id:
@@ -332,13 +329,6 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # segments, ~55 bytes per message less on the 625-char mix (msg_fts 701 -> 645, `dbstat`), the
 # same hits and no slower searches (fewer segments to read); the importer spends ~3% more CPU on
 # short sessions merging (bench/results/import.json, import-rerun.json).
-# And a new archive indexes its run summaries in `msg_fts` too, above the messages' rowids (run N
-# is rowid 2^40 + N: `runindex.RUN_ROWIDS`), instead of in an index of their own (`run_fts`, which
-# older archives keep): a run's summary repeats words of its messages, written in the same
-# transaction, so in one index they add postings to terms the transaction's hash holds already,
-# where a second index sorted, wrote and merged every term again: the importer's writer ~8% less
-# CPU on the 625-char mix (medians of 5 same-run pairs), the same rows for every query. A message
-# query keeps below that line and a run query above it, bounds FTS5 applies to its doclist scans.
 COMPACT_FTS = """
 DROP TABLE msg_fts;
 CREATE VIRTUAL TABLE msg_fts USING fts5(
@@ -349,6 +339,14 @@ CREATE VIRTUAL TABLE msg_fts USING fts5(
   detail = 'none'
 );
 DROP TABLE run_fts;
+CREATE VIRTUAL TABLE run_fts USING fts5(
+  chars, grams,
+  content = '',
+  contentless_delete = 1,
+  tokenize = "ascii tokenchars '_'",
+  detail = 'none'
+);
 INSERT INTO msg_fts(msg_fts, rank) VALUES ('automerge', 2);
+INSERT INTO run_fts(run_fts, rank) VALUES ('automerge', 2);
 INSERT INTO msg_typed(msg_typed, rank) VALUES ('automerge', 2);
 """

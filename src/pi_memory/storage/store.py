@@ -137,7 +137,6 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         self._line = WaitingLine(path)  # who waits for the write lock (`waiting.py`)
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
         self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
-        self._runs_in_msg_fts: bool | None = None  # where run summaries are indexed (`runs_in_msg_fts`)
 
     # --- opening ------------------------------------------------------------------
 
@@ -329,7 +328,6 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
                 if version == SCHEMA_VERSION and self._holds_nothing_indexed():
                     self.conn.execute(COMPACT_FTS)  # a new archive: the compact indexes (see schema.py)
                 self.conn.execute(f"PRAGMA user_version={version}")
-        self._runs_in_msg_fts = None  # read again: a new archive's runs moved into msg_fts
 
     def _holds_nothing_indexed(self) -> bool:
         return not self.scalar("SELECT EXISTS (SELECT 1 FROM msg) OR EXISTS (SELECT 1 FROM run)")
