@@ -176,16 +176,26 @@ by_code_point(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The arguments of `surface` and `any_set`: a str and a bitmap over the Basic Multilingual Plane
- * (bit c % 8 of byte c / 8). 0 with `table` held (release it), or -1 with the error set. */
+/* The arguments of `surface`, `any_set` and `fold`: a str, read in place, and a bytes table. */
+typedef struct {
+    Py_buffer table;
+    Py_ssize_t n;     /* the text's length */
+    int kind;         /* and its storage, for PyUnicode_READ */
+    const void *text;
+} TextAndTable;
+
+/* 0 with `args->table` held (release it), or -1 with the error set. */
 static int
-text_and_table(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_buffer *table)
+text_and_table(const char *name, PyObject *const *argv, Py_ssize_t nargs, TextAndTable *args)
 {
-    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+    if (nargs != 2 || !PyUnicode_Check(argv[0])) {
         PyErr_Format(PyExc_TypeError, "%s() takes a str and a bytes table", name);
         return -1;
     }
-    return PyObject_GetBuffer(args[1], table, PyBUF_SIMPLE);
+    args->n = PyUnicode_GET_LENGTH(argv[0]);
+    args->kind = PyUnicode_KIND(argv[0]);
+    args->text = PyUnicode_DATA(argv[0]);
+    return PyObject_GetBuffer(argv[1], &args->table, PyBUF_SIMPLE);
 }
 
 /* surface(text, table) -> the distinct characters of text whose bit is set in `table` (a bitmap
@@ -194,14 +204,12 @@ text_and_table(const char *name, PyObject *const *args, Py_ssize_t nargs, Py_buf
 static PyObject *
 surface(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_buffer table;
-    if (text_and_table("surface", args, nargs, &table) < 0)
+    TextAndTable a;
+    if (text_and_table("surface", args, nargs, &a) < 0)
         return NULL;
-    const unsigned char *bits = table.buf;
-    Py_ssize_t limit = table.len * 8;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(args[0]);
-    int kind = PyUnicode_KIND(args[0]);
-    const void *text = PyUnicode_DATA(args[0]);
+    const unsigned char *bits = a.table.buf;
+    Py_ssize_t limit = a.table.len * 8;
+    Py_ssize_t n = a.n;
     size_t slots = 16;
     while (slots < 2 * (size_t)n)
         slots <<= 1;
@@ -210,16 +218,16 @@ surface(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (seen.slots == NULL || found == NULL) {
         PyMem_Free(seen.slots);
         PyMem_Free(found);
-        PyBuffer_Release(&table);
+        PyBuffer_Release(&a.table);
         return PyErr_NoMemory();
     }
     Py_ssize_t count = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+        Py_UCS4 c = PyUnicode_READ(a.kind, a.text, i);
         if (c && (Py_ssize_t)c < limit && (bits[c >> 3] >> (c & 7)) & 1 && first_time(&seen, c))
             found[count++] = c;
     }
-    PyBuffer_Release(&table);
+    PyBuffer_Release(&a.table);
     qsort(found, (size_t)count, sizeof(Py_UCS4), by_code_point);
     Buffer out = {found + count, 0};
     for (Py_ssize_t i = 0; i < count; i++) {
@@ -238,20 +246,17 @@ surface(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 any_set(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_buffer table;
-    if (text_and_table("any_set", args, nargs, &table) < 0)
+    TextAndTable a;
+    if (text_and_table("any_set", args, nargs, &a) < 0)
         return NULL;
-    const unsigned char *bits = table.buf;
-    Py_UCS4 limit = (Py_UCS4)(table.len * 8);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(args[0]);
-    int kind = PyUnicode_KIND(args[0]);
-    const void *text = PyUnicode_DATA(args[0]);
+    const unsigned char *bits = a.table.buf;
+    Py_UCS4 limit = (Py_UCS4)(a.table.len * 8);
     int found = 0;
-    for (Py_ssize_t i = 0; i < n && !found; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+    for (Py_ssize_t i = 0; i < a.n && !found; i++) {
+        Py_UCS4 c = PyUnicode_READ(a.kind, a.text, i);
         found = c >= limit || ((bits[c >> 3] >> (c & 7)) & 1);
     }
-    PyBuffer_Release(&table);
+    PyBuffer_Release(&a.table);
     return PyBool_FromLong(found);
 }
 
@@ -287,29 +292,27 @@ holds_pair(const unsigned char *pairs, Py_ssize_t count, uint32_t key)
 static PyObject *
 fold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    Py_buffer table;
-    if (text_and_table("fold", args, nargs, &table) < 0)
+    TextAndTable a;
+    if (text_and_table("fold", args, nargs, &a) < 0)
         return NULL;
-    Py_ssize_t pair_bytes = table.len - FOLD_MAP_BYTES - FOLD_STARTS_BYTES;
+    Py_ssize_t pair_bytes = a.table.len - FOLD_MAP_BYTES - FOLD_STARTS_BYTES;
     if (pair_bytes < 0 || pair_bytes % 4) {
-        PyBuffer_Release(&table);
+        PyBuffer_Release(&a.table);
         PyErr_SetString(PyExc_ValueError, "fold() takes a table of a map, a bitmap and pairs");
         return NULL;
     }
-    const unsigned char *map = table.buf;
+    const unsigned char *map = a.table.buf;
     const unsigned char *starts = map + FOLD_MAP_BYTES;
     const unsigned char *pairs = starts + FOLD_STARTS_BYTES;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(args[0]);
-    int kind = PyUnicode_KIND(args[0]);
-    const void *text = PyUnicode_DATA(args[0]);
+    Py_ssize_t n = a.n;
     Py_UCS2 *out = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_UCS2));
     if (out == NULL) {
-        PyBuffer_Release(&table);
+        PyBuffer_Release(&a.table);
         return PyErr_NoMemory();
     }
     int folds = 1;
     for (Py_ssize_t i = 0; i < n && folds; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, text, i);
+        Py_UCS4 c = PyUnicode_READ(a.kind, a.text, i);
         uint16_t to = ONLY_OPENCC;
         if (c <= 0xFFFF)
             memcpy(&to, map + c * 2, 2);
@@ -320,12 +323,12 @@ fold(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (to == 0)
             to = (uint16_t)c;
         if (((starts[c >> 3] >> (c & 7)) & 1) && i + 1 < n) {
-            Py_UCS4 next = PyUnicode_READ(kind, text, i + 1);
+            Py_UCS4 next = PyUnicode_READ(a.kind, a.text, i + 1);
             folds = !(next <= 0xFFFF && holds_pair(pairs, pair_bytes / 4, (uint32_t)c << 16 | next));
         }
         out[i] = to;
     }
-    PyBuffer_Release(&table);
+    PyBuffer_Release(&a.table);
     PyObject *result = Py_None;
     if (folds)
         result = PyUnicode_FromKindAndData(PyUnicode_2BYTE_KIND, out, n);
