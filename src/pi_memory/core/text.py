@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -120,11 +120,9 @@ def _fold_program() -> bytes:
             folds[point] = ord(simplified) if ord(simplified) < 0x10000 else _ONLY_OPENCC
     for ch in fold_table.UNTABLED:
         folds[ord(ch)] = _ONLY_OPENCC
-    starts = bytearray(0x10000 // 8)
     pairs = sorted({ord(pair[0]) << 16 | ord(pair[1]) for pair in _phrase_starts()})
-    for point in {pair >> 16 for pair in pairs}:
-        starts[point >> 3] |= 1 << (point & 7)
-    return folds.tobytes() + bytes(starts) + struct.pack(f"={len(pairs)}I", *pairs)  # uint32s, native order
+    starts = _bmp_bitmap(pair >> 16 for pair in pairs)
+    return folds.tobytes() + starts + struct.pack(f"={len(pairs)}I", *pairs)  # uint32s, native order
 
 
 _ONLY_OPENCC = 0xFFFF  # a noncharacter: nothing folds to it (`_cut.fold` reads the same value)
@@ -138,11 +136,7 @@ def _phrase_starts() -> list[str]:
 @lru_cache(maxsize=1)
 def _trigger_bitmap() -> bytes:
     """`_traditional_bitmap` with `fold_table.FOLD_TRIGGERS` set too."""
-    bits = bytearray(_traditional_bitmap())
-    for ch in fold_table.FOLD_TRIGGERS:
-        point = ord(ch)
-        bits[point >> 3] |= 1 << (point & 7)
-    return bytes(bits)
+    return _bmp_bitmap([*_char_fold_table(), *map(ord, fold_table.FOLD_TRIGGERS)])
 
 
 @lru_cache(maxsize=1)
@@ -331,8 +325,14 @@ def surface_text(text: str) -> str:
 @lru_cache(maxsize=1)
 def _traditional_bitmap() -> bytes:
     """The characters `_char_fold_table` changes as a bitmap over the Basic Multilingual Plane."""
+    return _bmp_bitmap(_char_fold_table())
+
+
+def _bmp_bitmap(points: Iterable[int]) -> bytes:
+    """Code points as a bitmap over the Basic Multilingual Plane (bit c % 8 of byte c / 8), as the
+    C scans read it; points beyond the plane are left out."""
     bits = bytearray(0x10000 // 8)
-    for point in _char_fold_table():
+    for point in points:
         if point < 0x10000:
             bits[point >> 3] |= 1 << (point & 7)
     return bytes(bits)
