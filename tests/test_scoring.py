@@ -180,3 +180,24 @@ def test_words_adjacent_skips_an_occurrence_inside_a_longer_word_and_finds_the_n
     assert not scoring.words_adjacent("bathe system", "the", "system")
     assert not scoring.words_adjacent("the systems", "the", "system")
     assert scoring.words_adjacent("the_x the--system", "the", "system")
+
+
+def test_the_cli_loads_numpy_only_when_it_scores_and_a_server_loads_it_at_its_start(tmp_path) -> None:
+    """NumPy is ~45 ms of every process start; only a search scores (`scoring.preload`)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+from pi_memory.archive import Archive
+import pi_memory.frontends.cli
+with Archive.open(sys.argv[1]) as archive:
+    archive.stats()
+    print("numpy" in sys.modules)
+    archive.preload_search()
+    print("numpy" in sys.modules)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "a.db")], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["False", "True"]

@@ -31,12 +31,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from . import ranking
 from .ranking import query_phrases
 from .text import QueryToken, is_cjk, surface_forms, whole_word_at
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # A CJK token found only in another script than the one typed still counts, at this share.
 FOLDED_ONLY_WEIGHT = 0.5
@@ -150,8 +152,17 @@ def run_trace(run: str, terms: list[Term]) -> tuple[int, ...]:
     return tuple(i for i, t in enumerate(terms) if t.kind == "gram" and not pairs.isdisjoint(t.forms))
 
 
+def preload() -> None:
+    """Load NumPy now: a long-lived front end (the bridge, the MCP server, the viewer) does it at
+    its start, so its first search does not (the functions here import it where they need it,
+    and a command that never scores, `import` or `status`, starts ~45 ms sooner without it)."""
+    import numpy  # noqa: F401
+
+
 def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: PreparedQuery) -> list[DocScore]:
     """The score of each lower-cased text (one per candidate, its length in tokens beside it)."""
+    import numpy as np  # here, not at the top: see `preload`
+
     if not texts or not q.terms:
         return [DocScore(0.0, False) for _ in texts]
     counts = cjk_counts(texts, q.alphabet) if q.alphabet else None
@@ -186,6 +197,8 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
 
 def missed_runs_factors(present: np.ndarray, q: PreparedQuery) -> np.ndarray:
     """Per text, MISSED_RUNS_FACTOR where no trace is left of half the query's runs or more, else 1."""
+    import numpy as np
+
     if len(q.run_traces) < 2:
         return np.ones(len(present))
     missed = sum((~present[:, list(trace)].any(axis=1)).astype(int) for trace in q.run_traces)
@@ -193,6 +206,8 @@ def missed_runs_factors(present: np.ndarray, q: PreparedQuery) -> np.ndarray:
 
 
 def _cjk_mask(q: PreparedQuery) -> np.ndarray:
+    import numpy as np
+
     return np.array([t.kind in ("char", "gram") for t in q.terms])
 
 
@@ -200,6 +215,8 @@ def term_frequencies(
     texts: list[str], q: PreparedQuery, counts: CjkCounts | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(tf, exact): per text and term, occurrences in any spelling, and whether a typed spelling is among them."""
+    import numpy as np
+
     n, size = len(texts), len(q.alphabet) + 1
     tf = np.zeros((n, len(q.terms)))
     exact = np.zeros((n, len(q.terms)), dtype=bool)
@@ -239,6 +256,8 @@ def cjk_counts(texts: list[str], alphabet: dict[str, int]) -> CjkCounts:
     size = len(alphabet) + 1; index 0 is any other character, so no pair or
     triple spans one, nor the NUL joint between two texts.
     """
+    import numpy as np
+
     size, n = len(alphabet) + 1, len(texts)
     codes = np.frombuffer("\x00".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     top = max(ord(ch) for ch in alphabet) + 1
@@ -263,6 +282,8 @@ def cjk_counts(texts: list[str], alphabet: dict[str, int]) -> CjkCounts:
 def trigram_totals(counts: CjkCounts | None, present: np.ndarray, q: PreparedQuery) -> np.ndarray:
     """Per text, the summed weight of the query's CJK trigrams it holds in any spelling (both of a
     trigram's pairs present too): every spelling of every trigram looked up at once."""
+    import numpy as np
+
     n = present.shape[0]
     if counts is None or not q.phrases or counts.triples.size == 0:
         return np.zeros(n)

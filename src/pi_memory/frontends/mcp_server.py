@@ -219,4 +219,5 @@ def build_server(archive: Archive) -> MCPServer:
 def serve_stdio(db: Path | None) -> None:
     """Run until the client closes stdin."""
     with Archive.open(db) as archive:
+        archive.preload_search()
         build_server(archive).run("stdio")

@@ -212,6 +212,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
     try:
         archive = Archive.open(db)
         archive.live_mode()
+        archive.preload_search()
     except ArchiveError as exc:
         open_error = str(exc)  # keep answering, so the host can show why
     # what is loaded by now lives as long as the process: out of the collector's sight, so a full

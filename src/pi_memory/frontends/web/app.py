@@ -296,11 +296,13 @@ CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' d
 
 
 def create_app(archive: Archive, settings: Settings | None = None, warm: bool = False) -> Starlette:
-    """The viewer's app; `warm` computes the overview before the first visitor asks (`serve` does)."""
+    """The viewer's app; `warm` computes the overview and loads what a search needs before the
+    first visitor asks (`serve` does)."""
     settings = settings or Settings()
     viewer = Viewer(archive, settings)
     if warm:
         viewer.overview_figures(OVERVIEW_DAYS)
+        archive.preload_search()
     routes = [
         Route("/", viewer.overview),
         Route("/search", viewer.search),
