@@ -275,13 +275,6 @@ def test_one_file_is_one_file(tmp_path: Path):
     assert code == 0 and out.startswith("1 file (0 unchanged), 1 session: ")
 
 
-def test_import_without_a_terminal_prints_progress_lines_to_stderr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(cli_module, "PROGRESS_EVERY", 2)
-    code, out, err = invoke("--db", str(tmp_path / "x.db"), "import", str(DEMO))
-    assert code == 0 and "importing: 2/6 files" in err and "importing: 4/6 files" in err
-    assert "importing" not in out
-
-
 def test_doctor_checks_the_installation(demo: Path):
     code, out, _ = invoke("doctor")
     assert code == 0 and "installation:" in out and "watch extra" in out and "pi extension" in out

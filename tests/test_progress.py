@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import pty
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -36,6 +39,55 @@ def test_import_draws_no_redrawn_line_when_stderr_is_not_a_terminal(tmp_path: Pa
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "\r" not in done.stderr and "ETA" not in done.stderr
     assert "messages added" in done.stdout
+
+
+def many_files(tmp_path: Path, n: int = 250) -> Path:
+    """n session files (copies of one small real session: the same messages, n files to count)."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    source = PI_DATA / "pi-1.6.0-vue-reactive-zh.jsonl"
+    for i in range(n):
+        shutil.copy(source, folder / f"s{i:03d}.jsonl")
+    return folder
+
+
+def import_with_stderr_on_a_terminal(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """`pi-memory import ...` with its stderr on a pseudo-terminal (stdout piped): exit code, stdout, stderr."""
+    controller, terminal = pty.openpty()
+    cmd = [*python_cli(), "import", *args, "--db", str(tmp_path / "a.db")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=terminal, text=True)
+    os.close(terminal)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the child closed its end
+            break
+        if not chunk:
+            break
+        seen += chunk
+    out, _ = proc.communicate(timeout=300)
+    os.close(controller)
+    return proc.returncode, out, seen.decode("utf-8", "replace")
+
+
+def test_a_long_import_draws_its_progress_line_on_a_terminal(tmp_path: Path) -> None:
+    code, out, err = import_with_stderr_on_a_terminal(tmp_path, str(many_files(tmp_path)))
+    assert code == 0 and "250 files" in out
+    assert "\r" in err and "importing " in err and "/250 files" in err and "messages" in err
+
+
+def test_a_long_import_is_quiet_on_stderr_when_piped_or_with_json(tmp_path: Path) -> None:
+    folder = many_files(tmp_path)
+    piped = subprocess.run(
+        [*python_cli(), "import", str(folder), "--db", str(tmp_path / "a.db")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert piped.returncode == 0 and piped.stderr == "" and "250 files" in piped.stdout
+    code, out, err = import_with_stderr_on_a_terminal(tmp_path, str(folder), "--force", "--json")
+    assert code == 0 and err == "" and '"files": 250' in out
 
 
 def test_import_paths_reports_each_file_with_the_messages_read_so_far(tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ from .shell import (
     AGENT_CHOICE,
     INTERNAL_COMMANDS,
     KIND_CHOICE,
-    ProgressLines,
     UsageProblem,
     answer,
     cli,
@@ -80,16 +79,11 @@ def import_cmd(
 
 
 def _import_with_progress(archive: Archive, files: list[Path], terminal: bool, **options: Any) -> Any:
-    """A terminal gets the redrawn progress line; a pipe or a log, a line every PROGRESS_EVERY files."""
+    """A terminal gets the redrawn progress line; a pipe, a log or `--json`, nothing (stderr then
+    holds only what went wrong, for whoever reads it)."""
     display = ImportProgress(len(files), sys.stderr) if terminal and len(files) > 1 else None
-    lines = ProgressLines(len(files)) if display is None else None
     try:
-        return archive.import_paths(
-            files,
-            progress=(lambda _p: lines.update(1)) if lines is not None else None,
-            on_progress=display,
-            **options,
-        )
+        return archive.import_paths(files, on_progress=display, **options)
     finally:
         if display is not None:
             display.close()

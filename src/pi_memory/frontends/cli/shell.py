@@ -34,7 +34,6 @@ INTERNAL_COMMANDS = frozenset({"bridge", "entries", "mcp", "pg-roles"})
 
 AGENT_CHOICE = click.Choice(["pi", "claude", "codex"])
 KIND_CHOICE = click.Choice(list(KINDS))  # one vocabulary for search and recall
-PROGRESS_EVERY = 200  # files between two progress lines when stderr is not a terminal
 
 
 class UsageProblem(click.ClickException):
@@ -201,15 +200,3 @@ def confirm(question: str, refusal: str) -> None:
     if not _interactive():
         raise UsageProblem(refusal)
     click.confirm(question, abort=True)
-
-
-class ProgressLines:
-    """Progress without a terminal (a pipe, a log): one line on stderr every PROGRESS_EVERY files."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done = total, 0
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.done % PROGRESS_EVERY == 0 and self.done < self.total:
-            click.echo(f"importing: {self.done}/{self.total} files", err=True)
