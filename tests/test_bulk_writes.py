@@ -94,6 +94,38 @@ def test_the_runs_written_with_their_messages_are_those_built_from_the_archived_
         assert b.store.rows("SELECT * FROM run_file ORDER BY path, msg_id, action") == planned_files
 
 
+def test_tokens_sent_as_utf8_index_byte_for_byte_as_the_same_tokens_as_text(tmp_path: Path) -> None:
+    """A parse worker sends tokens as UTF-8 bytes (`ingest.prepare.MessageLine`); a live write has them
+    as text. FTS5 must read both the same: the same index, down to its pages."""
+    paths = session_copies(tmp_path / "in", 3)
+    paths[0].write_bytes(paths[0].read_bytes().replace("响应".encode(), "響應".encode()))  # for msg_typed
+
+    def index(store: Store) -> list[list[tuple[object, ...]]]:
+        tables = ("msg_fts_data", "msg_fts_docsize", "msg_typed_data", "run_fts_data", "run_fts_docsize")
+        return [store.rows(f"SELECT * FROM {table} ORDER BY 1") for table in tables]
+
+    with Archive.open(tmp_path / "utf8.db") as a:
+        units = planned_units(a.store, paths)
+        sent = [m for unit in units for m in unit.messages]
+        assert all(isinstance(m.chars, bytes) and isinstance(m.grams, bytes) for m in sent)
+        assert any(m.typed for m in sent) and all(isinstance(m.typed, bytes) for m in sent)
+        a.store.write_sessions(units)
+        as_bytes = index(a.store)
+    with Archive.open(tmp_path / "text.db") as b:
+        units = planned_units(b.store, paths)
+        for unit in units:
+            for m in unit.messages:
+                assert isinstance(m.chars, bytes) and isinstance(m.grams, bytes) and isinstance(m.typed, bytes)
+                m.chars, m.grams, m.typed = m.chars.decode(), m.grams.decode(), m.typed.decode()
+            for run in unit.planned:
+                run.chars, run.grams = run.chars.decode(), run.grams.decode()
+        b.store.write_sessions(units)
+        assert index(b.store) == as_bytes
+    assert all(rows for rows in as_bytes)
+    hits = Archive.open(tmp_path / "utf8.db").search("响应式 watchEffect", limit=5)
+    assert hits and hits == Archive.open(tmp_path / "text.db").search("响应式 watchEffect", limit=5)
+
+
 def test_a_write_transaction_writes_one_segment_per_full_text_index(tmp_path: Path) -> None:
     """An insert that opens a statement journal (a plain INSERT ... RETURNING) makes FTS5 flush what
     the transaction indexed so far into a segment of its own: one per run or message, not one."""

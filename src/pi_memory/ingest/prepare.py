@@ -26,6 +26,9 @@ from ..storage.rows import meta_json
 # A message line: the fields of `NewMessage` after its session id, in their order (ts, role, text,
 # indexed, entry_id, parent_id, meta, hash, raw, entry_type, chars, grams, packed, packed_raw,
 # typed, meta_json). `raw` is None where `packed_raw` holds the line (the local archive's store).
+# The tokens (chars, grams, typed) come as UTF-8 bytes, as SQLite reads them: a writer that got
+# them as text would decode them from the pickle and encode them again to bind them (~5 us a
+# message of its time, the busier process's; FTS5 reads a blob's bytes as the text they spell).
 MessageLine = tuple[Any, ...]
 # Any other line, kept verbatim: the fields of `NewEntry` after its session id (key, entry_id,
 # type, ts, raw, packed_raw).
@@ -58,7 +61,7 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
     `keep_lines`: send each message's verbatim line as it is instead (the team archive stores lines
     alone, not against their text). A text met again (the same hash) is cut once.
     """
-    cuts: dict[str, tuple[str, str, str, str | bytes | None]] = {}
+    cuts: dict[str, tuple[bytes, bytes, bytes, str | bytes | None]] = {}
     messages: list[MessageLine] = []
     kept: list[KeptLine] = []
     for entry in parsed.entries:
@@ -76,16 +79,16 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
 
 
 def _message_line(
-    entry: Entry, cuts: dict[str, tuple[str, str, str, str | bytes | None]], text_dict: int, keep_lines: bool
+    entry: Entry, cuts: dict[str, tuple[bytes, bytes, bytes, str | bytes | None]], text_dict: int, keep_lines: bool
 ) -> MessageLine:
     r = entry.rendered
     assert r is not None
     cut = cuts.get(r.hash)
     if cut is None:
-        chars = grams = typed = ""
+        chars = grams = typed = b""
         if r.indexed:
-            chars, grams = index_texts(r.text)
-            typed = surface_text(r.text)
+            chars, grams = (tokens.encode() for tokens in index_texts(r.text))
+            typed = surface_text(r.text).encode()
         packed = codec.encode_text(r.text, text_dict) if text_dict else None
         cut = cuts[r.hash] = (chars, grams, typed, packed)
     chars, grams, typed, packed = cut

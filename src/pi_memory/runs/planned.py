@@ -39,8 +39,8 @@ class PlannedRun:
     fields: str | bytes  # the fields JSON, message ids counted from `first_msg`; packed if bytes
     files: list[tuple[str, int, str]]  # (path, position, action): the run's `run_file` rows
     search_chars: int  # the length of the summary's search text (`run.indexed_chars`)
-    chars: str  # the summary's tokens (`text.index_texts`)
-    grams: str
+    chars: bytes  # the summary's tokens (`text.index_texts`), UTF-8 (see `ingest.prepare.MessageLine`)
+    grams: bytes
 
 
 def plan_file_runs(messages: list[RunMessage]) -> list[PlannedRun] | None:
@@ -69,8 +69,8 @@ def _planned(run: table.PreparedRun) -> PlannedRun:
         fields=relative_fields(summary, first),
         files=table.file_rows(summary),
         search_chars=len(run.search_text),
-        chars=run.chars,
-        grams=run.grams,
+        chars=run.chars.encode(),
+        grams=run.grams.encode(),
     )
 
 

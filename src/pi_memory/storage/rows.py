@@ -43,11 +43,11 @@ class NewMessage:
     hash: str
     raw: bytes | None = None  # the verbatim source line, if any (or only `packed_raw`: `has_line`)
     entry_type: str = "message"
-    chars: str = ""
-    grams: str = ""
+    chars: str | bytes = ""  # the tokens (`text.index_texts`): text, or its UTF-8 from a parse worker
+    grams: str | bytes = ""
     packed: str | bytes | None = None  # `encode_text(text, dict_id)`, made before the transaction
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
-    typed: str | None = None  # `msg_typed`'s column (`text.surface_chars` joined), when made before
+    typed: str | bytes | None = None  # `msg_typed`'s column (`text.surface_chars` joined), when made before
     meta_json: str | None = None  # `msg.meta` as stored, when made before
     index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
 

@@ -40,10 +40,10 @@ class RunSummaryIndex:
         sql = f"SELECT id, sz FROM msg_fts_docsize WHERE {self.sql_in_list('id')}"
         return {int(i): fts5_varints(sz)[LENGTH_CHANNEL] for i, sz in self.rows(sql, (self.list_param(msg_ids),)) if sz}
 
-    def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
+    def index_run_summary(self, run_id: int, chars: str | bytes, grams: str | bytes) -> None:
         self.conn.execute("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", (run_id, chars, grams))
 
-    def index_run_summaries(self, rows: Sequence[tuple[int, str, str]]) -> None:
+    def index_run_summaries(self, rows: Sequence[tuple[int, str | bytes, str | bytes]]) -> None:
         """(run id, chars, grams) of several runs, one statement for all."""
         self.conn.executemany("INSERT INTO run_fts(rowid, chars, grams) VALUES (?,?,?)", rows)
 

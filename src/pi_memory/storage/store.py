@@ -448,7 +448,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
             self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
             self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
 
-    def index_typed(self, msg_id: int, text: str, typed: str | None = None) -> None:
+    def index_typed(self, msg_id: int, text: str, typed: str | bytes | None = None) -> None:
         """The characters of a message typed in a script that folds to another, as typed (`msg_typed`);
         `typed`: those characters joined by spaces, when a parse worker found them already."""
         if typed is None:

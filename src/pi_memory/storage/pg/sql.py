@@ -43,13 +43,20 @@ def indexable(token: str) -> bool:
     return len(token.encode()) <= MAX_LEXEME_BYTES
 
 
+def token_text(tokens: str | bytes) -> str:
+    """Tokens as text: a parse worker sends them as UTF-8 (`ingest.prepare.MessageLine`)."""
+    return tokens.decode() if isinstance(tokens, bytes) else tokens
+
+
 def message_tokens(m: NewMessage) -> list[str]:
     """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
     if not m.indexed:
         return []
     # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
     typed = {TYPED_PREFIX + ch for ch in surface_chars(m.text)}
-    return sorted(t for t in set(m.chars.split()) | set(m.grams.split()) | typed if indexable(t))
+    return sorted(
+        t for t in set(token_text(m.chars).split()) | set(token_text(m.grams).split()) | typed if indexable(t)
+    )
 
 
 def meta_json(meta: dict[str, Any]) -> str | None:

@@ -29,7 +29,7 @@ from ...errors import ArchiveError, NotFound
 from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
-from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, token_text, tsquery
 from .writes import PgWrites
 
 if TYPE_CHECKING:
@@ -347,8 +347,8 @@ class PgStore(PgWrites, SharedSql):
 
     # --- run summaries: a tsvector column of `run` (the SQLite store has an FTS5 table) -------
 
-    def index_run_summary(self, run_id: int, chars: str, grams: str) -> None:
-        tokens = sorted(t for t in set(chars.split()) | set(grams.split()) if indexable(t))
+    def index_run_summary(self, run_id: int, chars: str | bytes, grams: str | bytes) -> None:
+        tokens = sorted(t for t in set(token_text(chars).split()) | set(token_text(grams).split()) if indexable(t))
         self.conn.execute("UPDATE run SET tokens = array_to_tsvector(%s::text[]) WHERE id=%s", (tokens, run_id))
 
     def unindex_run_summary(self, run_id: int) -> None:
