@@ -406,3 +406,30 @@ def test_a_writer_gives_up_once_the_busy_timeout_has_passed(tmp_path, monkeypatc
         with second.write():
             pass
     first.conn.execute("COMMIT")
+
+
+def test_the_cli_process_turns_sqlite_memory_statistics_off_only_before_any_database_is_open(tmp_path: Path) -> None:
+    """`tune_own_process` (what `pi-memory`'s main does first) changes a process-wide setting: it
+    must take effect in a fresh process and refuse once a connection exists (a host's process)."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, apsw
+from pi_memory.archive import Archive, tune_own_process
+first = sys.argv[2] == "first"
+if not first:
+    held = apsw.Connection(":memory:")
+print(tune_own_process())
+with Archive.open(sys.argv[1]) as archive:
+    archive.store.conn.execute("CREATE TABLE t(x); INSERT INTO t VALUES (randomblob(100000))")
+    print(apsw.status(apsw.SQLITE_STATUS_MEMORY_USED)[0] > 0)
+"""
+    for order, expected in (("first", ["True", "False"]), ("after", ["False", "True"])):
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / f"{order}.db"), order],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert out.split() == expected

@@ -15,7 +15,7 @@ from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
 from ..search.messages import Hit, SessionHit, timed
 from ..search.runs import KINDS
 from ..storage.pg import pg_url, roles_sql
-from ..storage.store import default_db_path
+from ..storage.store import default_db_path, tune_own_process
 from .api import REVIEW_MIN_COUNT, Archive, move_aside, open_team_with
 from .model import Stats, Window
 from .overview import OVERVIEW_DAYS, Overview
@@ -42,6 +42,7 @@ __all__ = [
     "pg_url",
     "roles_sql",
     "timed",
+    "tune_own_process",
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from ...archive import Archive, MessageDetail, RunWindow, discover, move_aside, timed
+from ...archive import Archive, MessageDetail, RunWindow, discover, move_aside, timed, tune_own_process
 from ...errors import ArchiveError
 from .examples import EXAMPLES
 from .progress import ImportProgress
@@ -37,6 +37,7 @@ __all__ = ["EXAMPLES", "INTERNAL_COMMANDS", "cli", "main"]
 
 
 def main() -> None:
+    tune_own_process()  # the process is the CLI's: before any archive is opened
     cli(prog_name="pi-memory")
 
 
