@@ -139,6 +139,7 @@ def main() -> None:
     else:
         db = build(args.corpus, args.messages, work, args.seed)
     with Archive.open(db) as archive:
+        archive.preload_search()  # as `pi-memory serve` does at its start (NumPy: not a page's cost)
         ensure_memories(archive)
         stats = archive.stats()
         print(f"archive {db}: {stats.messages} messages, {stats.sessions} sessions, {stats.db_bytes >> 20} MB")
