@@ -122,8 +122,9 @@ def test_tokens_sent_as_utf8_index_byte_for_byte_as_the_same_tokens_as_text(tmp_
         b.store.write_sessions(units)
         assert index(b.store) == as_bytes
     assert all(rows for rows in as_bytes)
-    hits = Archive.open(tmp_path / "utf8.db").search("响应式 watchEffect", limit=5)
-    assert hits and hits == Archive.open(tmp_path / "text.db").search("响应式 watchEffect", limit=5)
+    with Archive.open(tmp_path / "utf8.db") as a, Archive.open(tmp_path / "text.db") as b:
+        hits = a.search("响应式 watchEffect", limit=5)
+        assert hits and hits == b.search("响应式 watchEffect", limit=5)
 
 
 def test_a_write_transaction_writes_one_segment_per_full_text_index(tmp_path: Path) -> None:
