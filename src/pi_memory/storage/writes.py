@@ -34,9 +34,8 @@ INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `p
 # grow as large as they can on a fast one (fewer, larger segments to write and merge).
 TXN_TARGET_S = 0.03
 FIRST_PACE_S = 2e-7  # seconds per unit of `_index_cost` before any transaction was timed (~40 ms for 200k)
-CHUNK_BUDGET = (
-    50_000  # units of token text (`_index_cost`) in one piece of a session (a transaction takes whole pieces)
-)
+# units of token text (`_index_cost`) in one piece of a session (a transaction takes whole pieces)
+CHUNK_BUDGET = 50_000
 # How often a bulk writer's transaction, between its pieces, looks whether another writer waits for
 # the lock (`Store.writer_waiting`): one that does gets it once the piece under way and the commit
 # are done, not at the end of the transaction (a live pi session beside a first import).
