@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import sysconfig
 from pathlib import Path
@@ -213,6 +214,56 @@ def test_folding_by_the_table_gives_what_opencc_gives_around_every_phrase_of_t2s
     for _ in range(20_000):
         s = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 12)))
         assert fold_chinese(s) == converter.convert(s), repr(s)  # type: ignore[attr-defined]
+
+
+def _t2s_keys() -> list[str]:
+    """Every key of every dictionary the installed opencc's t2s reads (its config names them)."""
+    import subprocess
+    import tempfile
+
+    import opencc
+
+    clib = Path(opencc.__file__).parent / "clib"
+    config = json.loads((clib / "share" / "opencc" / "t2s.json").read_text(encoding="utf-8"))
+    files = re.findall(r'"file": "([^"]+)"', json.dumps(config))
+    assert "TSPhrases.ocd2" in files and "TSCharacters.ocd2" in files
+    keys: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in files:
+            out = Path(tmp) / f"{name}.txt"
+            source = clib / "share" / "opencc" / name
+            subprocess.run(
+                [str(clib / "bin" / "opencc_dict"), "-i", str(source), "-o", str(out), "-f", "ocd2", "-t", "text"],
+                check=True,
+            )
+            keys += [line.split("\t", 1)[0] for line in out.read_text(encoding="utf-8").splitlines() if "\t" in line]
+    return keys
+
+
+def test_no_key_of_t2s_holds_an_ascii_character_so_opencc_converts_the_pieces_between_them_alone() -> None:
+    keys = _t2s_keys()
+    assert len(keys) > 4_000
+    assert not [k for k in keys if any(c.isascii() for c in k)]
+
+
+def test_a_text_with_a_phrase_only_opencc_folds_sends_it_only_the_pieces_that_need_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if text._native_fold() is None:
+        pytest.skip("the optional extension is not built")
+    converter = text._t2s()
+    s = "紅樓夢裡的寶玉發現了 bug\n請回覆這封郵件, thanks 乾隆皇帝\n程式碼 OK\n\n"
+    expected = converter.convert(s)  # type: ignore[attr-defined]
+    asked: list[str] = []
+
+    class Spy:
+        def convert(self, piece: str) -> str:
+            asked.append(piece)
+            return converter.convert(piece)  # type: ignore[attr-defined,no-any-return]
+
+    monkeypatch.setattr(text, "_t2s", lambda: Spy())
+    assert fold_chinese(s) == expected == "红楼梦里的宝玉发现了 bug\n请回复这封邮件, thanks 乾隆皇帝\n程式码 OK\n\n"
+    assert asked == ["請回覆這封郵件", "乾隆皇帝"]
 
 
 def test_the_c_fold_says_when_only_opencc_can_fold_a_text() -> None:
