@@ -210,6 +210,52 @@ def test_while_the_workers_start_the_writer_parses_files_itself_and_stores_the_s
     assert stored(tmp_path / "writer.db")[:2] == stored(tmp_path / "worker.db")[:2]
 
 
+def test_while_a_worker_has_not_answered_the_writer_parses_later_files_itself_and_stores_the_same_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory.ingest.workers import Worker
+
+    folder = many_sessions(tmp_path / "s", FILES)
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "0")
+    with Archive.open(tmp_path / "serial.db") as a:
+        a.import_paths([folder])
+    monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "1")
+    monkeypatch.setattr(ingest, "AHEAD_BYTES", 64 << 10)  # a few files handed out ahead: the rest are left to take
+    monkeypatch.setattr(ingest, "PARSED_HERE_BYTES", 3 * (folder / "s0000.jsonl").stat().st_size)
+    monkeypatch.setattr(Worker, "answered", lambda self: False)  # a worker always behind the writer
+    parsed_here: list[str] = []  # files parsed ahead of their turn (not those parsed while the worker starts)
+    parse_here, parse_while_waiting = ingest._Ahead._parse_here, ingest._Ahead.parse_while_waiting
+    waiting = [False]
+
+    def spy(self: Any, path: Path) -> Any:
+        if waiting[0]:
+            parsed_here.append(path.name)
+        return parse_here(self, path)
+
+    def spy_waiting(self: Any) -> None:
+        waiting[0] = True
+        try:
+            parse_while_waiting(self)
+        finally:
+            waiting[0] = False
+
+    monkeypatch.setattr(ingest._Ahead, "_parse_here", spy)
+    monkeypatch.setattr(ingest._Ahead, "parse_while_waiting", spy_waiting)
+    with Archive.open(tmp_path / "ahead.db") as a:
+        report = a.import_paths([folder])
+        dict_id = a.store.text_dict_id
+    assert report.added == 23 * FILES and not report.errors
+    # not before the archive has its dictionary (the first 1,000 messages), then whenever the
+    # worker has not answered, at most three files' source ahead: the worker still parses most
+    assert 0 < len(parsed_here) < FILES // 2 and "s0000.jsonl" not in parsed_here
+    texts, lines, values = stored(tmp_path / "ahead.db")
+    assert all(packed_with(v, dict_id) for v in values)
+    assert (texts, lines) == stored(tmp_path / "serial.db")[:2]
+    with Archive.open(tmp_path / "ahead.db") as ahead, Archive.open(tmp_path / "serial.db") as serial:
+        order = "SELECT session_id, seq FROM msg ORDER BY id"  # written in the files' order
+        assert ahead.store.rows(order) == serial.store.rows(order)
+
+
 def test_a_worker_gets_the_dictionary_without_the_writer_waiting_for_it_to_read(tmp_path: Path) -> None:
     import os
     import signal

@@ -116,6 +116,10 @@ class Worker:
             else:
                 self._answers.put(answer)
 
+    def answered(self) -> bool:
+        """Whether the oldest request's answer is here (or the worker is gone): `result` would not wait."""
+        return not self._answers.empty()
+
     def result(self) -> Any:
         """The oldest request's answer: the parse result; an `OSError` from reading the file is raised."""
         path = self.waiting.popleft()
