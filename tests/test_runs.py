@@ -234,6 +234,22 @@ def test_clip_sentences_keeps_whole_sentences() -> None:
     assert clip_sentences("先查一下。然后修复所有的问题并且写一份很长很长的报告。", 10) == "先查一下。"
 
 
+def test_sentences_are_the_pieces_the_lookbehind_pattern_splits_text_into() -> None:
+    import random
+    import re
+
+    from pi_memory.core.summary import _sentence, _sentences
+
+    lookbehind = re.compile(r"(?<=[。！？!?；])|(?<=[.;])(?=\s)|\n")  # what `_SENTENCE_END` was
+    rng = random.Random(5)
+    alphabet = list("。！？!?；.;\n \t\r\x0b\x0c\x1c\x85\u3000\u2028ab中1-*#>") + ["1. ", "- ", "file.py", "3.14"]
+    texts = ["", ".", "a.", "a. b", "a.b", "看。\n", "end;", "x;\ty", "Done. Next!", "1. one\n2) two"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(40))) for _ in range(50_000)]
+    for text in texts:
+        expected = [c for c in map(_sentence, lookbehind.split(text)) if c]
+        assert list(_sentences(text)) == expected, repr(text)
+
+
 def test_simple_bash_commands_name_their_files() -> None:
     assert command_paths("cat .env") == ([".env"], [])
     assert command_paths("grep -n 'ping' server/stream.js deploy/nginx.conf") == (
