@@ -534,6 +534,8 @@ def verbatim_share(src: Path, work: Path) -> float:
     """Verbatim store bytes / source bytes on the real pi fixture sessions (tests/data/pi)."""
     files = sorted((REPO / "tests" / "data" / "pi").glob("*.jsonl"))
     db = work / "fixtures.db"
+    for suffix in ("", "-wal", "-shm", "-wait"):  # a `--work` folder used before holds the last run's archive
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
     folder = work / "fixtures"
     folder.mkdir(exist_ok=True)
     for f in files:
