@@ -290,3 +290,18 @@ def test_a_worker_gets_the_dictionary_without_the_writer_waiting_for_it_to_read(
     packed = 12  # a message line's packed text (`prepare.MessageLine`)
     assert before.messages and not any(packed_with(m[packed], dict_id) for m in before.messages)
     assert after.messages and all(packed_with(m[packed], dict_id) for m in after.messages)
+
+
+def test_a_parse_worker_runs_at_a_lower_priority_than_the_writer_that_started_it() -> None:
+    import os
+
+    from pi_memory import parse_worker
+    from pi_memory.ingest.workers import Worker
+
+    worker = Worker()
+    try:
+        assert worker.started.wait(30)
+        ours = os.getpriority(os.PRIO_PROCESS, 0)
+        assert os.getpriority(os.PRIO_PROCESS, worker.proc.pid) == min(ours + parse_worker.NICENESS, 19)
+    finally:
+        worker.close()

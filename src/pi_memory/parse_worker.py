@@ -24,6 +24,7 @@ child has answered the files asked for before it, and the parent writes on meanw
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 from typing import IO, Any
@@ -58,5 +59,23 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
         out.flush()
 
 
+# The worker yields its core to the writer whenever both want it: the writer is the import's
+# critical path (a transaction's FTS5 work cannot be split), while the worker parses ahead of it
+# and has time to spare; and if the worker falls behind, the writer parses files itself
+# (`ingest.importer._Ahead.parse_while_waiting`). At 300k messages of 40-message sessions, the
+# writer's thread waited for a core 1.7 s instead of 2.4-3.3 s of ~60.
+NICENESS = 10
+
+
+def _yield_to_the_writer() -> None:
+    nice = getattr(os, "nice", None)  # not on Windows
+    if nice is not None:
+        try:
+            nice(NICENESS)
+        except OSError:
+            pass
+
+
 if __name__ == "__main__":
+    _yield_to_the_writer()
     serve(sys.stdin.buffer, sys.stdout.buffer)
