@@ -63,7 +63,7 @@ def serve(inp: IO[bytes], out: IO[bytes]) -> None:
 # critical path (a transaction's FTS5 work cannot be split), while the worker parses ahead of it
 # and has time to spare; and if the worker falls behind, the writer parses files itself
 # (`ingest.importer._Ahead.parse_while_waiting`). At 300k messages of 40-message sessions, the
-# writer's thread waited for a core 1.7 s instead of 2.4-3.3 s of ~60.
+# writer's thread waited for a core 1.7-2.4 s instead of 2.4-3.3 s of ~60 (four imports each).
 NICENESS = 10
 
 

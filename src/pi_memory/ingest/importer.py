@@ -401,7 +401,7 @@ class _Ahead:
         yet here, to be written in their turn, instead of waiting (up to `parse_here_limit`).
 
         The two processes cost about the same a message, so each often waits for the other: at 300k
-        messages of 40-message sessions the writer waited ~7 s of ~65 for the worker's answers, with
+        messages of 40-message sessions the writer waited 2-7 s of ~65 for the worker's answers, with
         one core idle all that time. Parsing here fills it; the worker has fewer files to do."""
         head = self.queue[0][3] if self.queue else None
         while isinstance(head, Worker) and not head.answered() and self.parsed_here_bytes < self.parse_here_limit():
