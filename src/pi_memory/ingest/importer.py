@@ -405,14 +405,10 @@ class _Ahead:
         one core idle all that time. Parsing here fills it; the worker has fewer files to do."""
         head = self.queue[0][3] if self.queue else None
         while isinstance(head, Worker) and not head.answered() and self.parsed_here_bytes < self.parse_here_limit():
-            path = next(self.todo, None)
-            if path is None:
+            to_read = self._next_to_read()
+            if to_read is None:
                 return
-            done = ImportReport(files=1)
-            source = self.changed(path, done)
-            if source is None:
-                self.queue.append((path, None, done, None))
-                continue
+            path, source = to_read
             try:
                 result: PreparedFile | OSError = self._parse_here(path)
             except OSError as exc:
@@ -428,19 +424,26 @@ class _Ahead:
                 return
             if not starting:
                 self._hand_dictionary()
-            path = next(self.todo, None)
-            if path is None:
+            to_read = self._next_to_read()
+            if to_read is None:
                 return
-            done = ImportReport(files=1)
-            source = self.changed(path, done)
-            if source is None:
-                self.queue.append((path, None, done, None))
-                continue
+            path, source = to_read
             worker = None if starting else self._submit(path)
             if worker is not None:
                 self.ahead_bytes += source[1]
                 self.ahead_requests += _request_bytes(path)
             self.queue.append((path, source, None, worker))
+
+    def _next_to_read(self) -> tuple[Path, tuple[str, int, int]] | None:
+        """The next file to parse, with its source; the files before it that need no parsing
+        (unchanged since the last import, or unreadable) are queued with their report. None: no file left."""
+        for path in self.todo:
+            done = ImportReport(files=1)
+            source = self.changed(path, done)
+            if source is not None:
+                return path, source
+            self.queue.append((path, None, done, None))
+        return None
 
     def _hand_dictionary(self) -> None:
         """The next worker, if it lacks the archive's dictionary, gets it before its next file (the
