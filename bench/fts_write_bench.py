@@ -153,13 +153,13 @@ def _message_index_ddl(compact_fts: str) -> str:
 
 def _merge(conn: Any, pages: int, longest: dict[str, float]) -> None:
     """Merge steps of `pages` pages (negative: into one segment), one transaction each, until FTS5
-    reports no work left, as `ImportMerging.merge_steps` does."""
+    reports no work left, as `ImportMerging.merge_steps` does (with its `merge_step`)."""
+    from pi_memory.storage import merging
+
     while True:
         began = time.perf_counter()
         with conn:
-            before = conn.total_changes()
-            conn.execute(f"INSERT INTO msg_fts(msg_fts, rank) VALUES ('merge', {pages})")
-            worked = conn.total_changes() - before >= 2
+            worked = merging.merge_step(conn, "msg_fts", pages)
         longest["merge_step_ms"] = max(longest["merge_step_ms"], (time.perf_counter() - began) * 1000)
         if not worked:
             return

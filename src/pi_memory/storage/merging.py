@@ -65,6 +65,14 @@ def _merge_rule(automerge: int) -> int:
     return automerge if automerge > 0 else 4
 
 
+def merge_step(conn: apsw.Connection, table: str, pages: int) -> bool:
+    """One FTS5 merge of up to `pages` pages of `table` (negative: toward one segment of them all),
+    inside the caller's transaction; whether it did any work."""
+    before = conn.total_changes()
+    conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {pages})")
+    return conn.total_changes() - before >= 2  # FTS5's sign that a merge did work
+
+
 class ImportMerging:
     """`merging_in_steps`, `merge_steps`, `shrink` and `restore_automerge`."""
 
@@ -162,9 +170,7 @@ class ImportMerging:
             pages = -MERGE_STEP_PAGES if table in whole else MERGE_STEP_PAGES
             while True:
                 with self.write():
-                    before = self.conn.total_changes()
-                    self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', {pages})")
-                    worked = self.conn.total_changes() - before >= 2  # FTS5's sign that a merge did work
+                    worked = merge_step(self.conn, table, pages)
                 steps += 1
                 if not worked:
                     break
