@@ -342,12 +342,18 @@ print(json.dumps(waits))
 """
 
 
+def remove_archive(db: Path) -> None:
+    """The archive at `db` gone with its WAL, shared-memory and wait-announcement files (a run
+    starts from an empty one)."""
+    for suffix in ("", "-wal", "-shm", "-wait"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
 def import_beside_a_live_writer(src: Path, folder: Path, db: Path) -> dict[str, Any]:
     """One more import of the folder into a fresh archive while a live writer captures a message
     every 20 ms (`LIVE_DURING`): how long each of its writes took, lock waits included (not counted
     in the import rates)."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    remove_archive(db)
     env = dict(os.environ, PYTHONPATH=str(src))
     writer = subprocess.Popen(
         [sys.executable, "-c", LIVE_DURING, str(db)],
@@ -534,8 +540,7 @@ def verbatim_share(src: Path, work: Path) -> float:
     """Verbatim store bytes / source bytes on the real pi fixture sessions (tests/data/pi)."""
     files = sorted((REPO / "tests" / "data" / "pi").glob("*.jsonl"))
     db = work / "fixtures.db"
-    for suffix in ("", "-wal", "-shm", "-wait"):  # a `--work` folder used before holds the last run's archive
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    remove_archive(db)  # a `--work` folder used before holds the last run's archive
     folder = work / "fixtures"
     folder.mkdir(exist_ok=True)
     for f in files:
@@ -600,8 +605,7 @@ def measure_all(
         for _ in range(args.repeat):  # alternating, so a burst of load on the shared machine hits both
             for label, src in codes:
                 db = work / f"{label}-{shape}.db"
-                for suffix in ("", "-wal", "-shm"):
-                    Path(f"{db}{suffix}").unlink(missing_ok=True)
+                remove_archive(db)
                 runs[label].append(run_import(src, folder, db))
         for label, src in codes:
             row = measure(label, src, shape, folder, built, work, args, words, runs[label])
