@@ -39,7 +39,14 @@ def test_the_server_lists_session_search_and_session_read(archive: Archive) -> N
 
     tools = {t.name: t for t in anyio.run(go)}
     assert {"session_search", "session_read"} <= set(tools)
-    assert set(tools["session_search"].input_schema["properties"]) == {"query", "limit", "project", "since", "agent"}
+    assert set(tools["session_search"].input_schema["properties"]) == {
+        "query",
+        "limit",
+        "project",
+        "since",
+        "agent",
+        "include_echoes",
+    }
     assert tools["session_search"].input_schema["required"] == ["query"]
     assert set(tools["session_read"].input_schema["properties"]) == {"session_id", "around_msg_id", "before", "after"}
     assert "last time" in (tools["session_search"].description or "")

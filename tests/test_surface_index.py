@@ -25,9 +25,15 @@ def _as_before_the_upgrade(archive: Archive, target: str) -> None:
             store.conn.execute(
                 "UPDATE msg SET tokens = ts_delete(tokens, ARRAY(SELECT lexeme FROM unnest(tokens) WHERE lexeme LIKE 't:%'))"
             )
-            store.conn.execute("DELETE FROM schema_version WHERE name = 'm005_surface_chars'")
-        else:
+            # m005 and every later migration, undone (m006: the echo flag)
+            store.conn.execute("ALTER TABLE msg DROP COLUMN echo")
+            store.conn.execute(
+                "DELETE FROM schema_version WHERE version >= (SELECT version FROM schema_version "
+                "WHERE name = 'm005_surface_chars')"
+            )
+        else:  # m007 and every later migration, undone (m010: the echo flag)
             store.conn.execute("DROP TABLE msg_typed")
+            store.conn.execute("ALTER TABLE msg DROP COLUMN echo")
             store.conn.execute("PRAGMA user_version = 6")
 
 

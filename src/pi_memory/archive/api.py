@@ -29,7 +29,7 @@ from ..runs.catalog import SessionListing, list_sessions
 from ..runs.detail import MessageDetail, RunWindow, is_address, parse_address, read_message, read_run
 from ..runs.forget import ForgetPlan, plan_target
 from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
-from ..search.messages import Filters, Hit, Searcher, SessionHit, rank_sessions
+from ..search.messages import Filters, Hit, Searcher, SessionHit, current_run_ids, rank_sessions
 from ..search.runs import RunHit, check_kinds, search_summaries
 from ..storage.pg import pg_url
 from ..storage.store import Store, decode_text, default_db_path
@@ -174,10 +174,15 @@ class Archive(MemoryMethods, SessionMethods):
         agent: str | None = None,
         *,
         until: str | int | None = None,
+        include_echoes: bool = False,
+        asking_session: str | None = None,
     ) -> list[Hit] | list[RunHit]:
         """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only.
 
-        `until` (exclusive) bounds the period from above as `since` does from below.
+        `until` (exclusive) bounds the period from above as `since` does from below. What the archive's
+        own tools put into sessions (`core.echo`: calls to them, their results, runs that only asked
+        the archive) is left out unless `include_echoes`. `asking_session`: the session a model asks
+        from; its run under way (the prompt, the model's calls and their results) is never a hit.
         """
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
@@ -192,10 +197,23 @@ class Archive(MemoryMethods, SessionMethods):
                 kinds=kinds,
                 agent=agent,
                 until=until,
+                include_echoes=include_echoes,
+                asking_session=asking_session,
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
-        filters = self.content_filters(project, since, session, roles, kinds, path, agent, until=until)
+        filters = self.content_filters(
+            project,
+            since,
+            session,
+            roles,
+            kinds,
+            path,
+            agent,
+            until=until,
+            include_echoes=include_echoes,
+            asking_session=asking_session,
+        )
         return self.searcher.search(str(query), limit=limit, filters=filters)
 
     def content_filters(
@@ -209,6 +227,8 @@ class Archive(MemoryMethods, SessionMethods):
         agent: str | None = None,
         *,
         until: str | int | None = None,
+        include_echoes: bool = False,
+        asking_session: str | None = None,
     ) -> Filters:
         """The filters of a content search, checked and resolved (a session prefix to its id)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
@@ -221,7 +241,19 @@ class Archive(MemoryMethods, SessionMethods):
             kinds=check_kinds(tuple(kinds)),
             path=path or None,
             agent=agent or None,
+            include_echoes=include_echoes,
+            current_session=self._asking(asking_session),
         )
+
+    def _asking(self, session: str | None) -> str | None:
+        """The session a question is asked from, if the archive holds it (a new session may not be in
+        yet: then nothing of it can be a hit anyway)."""
+        if not session:
+            return None
+        try:
+            return self.resolve_session(session)
+        except (NotFound, BadInput):
+            return None
 
     # --- read ------------------------------------------------------------------------
 
@@ -343,9 +375,26 @@ class Archive(MemoryMethods, SessionMethods):
         agent: str | None = None,
         *,
         until: str | int | None = None,
+        include_echoes: bool = False,
+        asking_session: str | None = None,
     ) -> list[RunHit]:
-        """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message)."""
-        return self._summary_hits(query, limit, project, since, session, path, kinds, agent, until=until)
+        """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message).
+
+        Runs that only asked the archive are left out unless `include_echoes`; so is the run under way
+        in `asking_session`."""
+        return self._summary_hits(
+            query,
+            limit,
+            project,
+            since,
+            session,
+            path,
+            kinds,
+            agent,
+            until=until,
+            include_echoes=include_echoes,
+            asking_session=asking_session,
+        )
 
     def _summary_hits(
         self,
@@ -360,12 +409,21 @@ class Archive(MemoryMethods, SessionMethods):
         extra: tuple[str, list[Any]] = ("TRUE", []),
         *,
         until: str | int | None = None,
+        include_echoes: bool = False,
+        asking_session: str | None = None,
     ) -> list[RunHit]:
         """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
         since_ms = since if isinstance(since, int) else parse_since(since)
         until_ms = until if isinstance(until, int) else parse_since(until)
         if until_ms is not None:
             extra = (f"({extra[0]}) AND r.start_ts < ?", [*extra[1], until_ms])
+        asking = self._asking(asking_session)
+        if asking:
+            with self.store.read():
+                under_way = current_run_ids(self.store, asking)
+            if under_way:
+                runs_of = f"SELECT rm.run_id FROM run_msg rm WHERE {self.store.sql_in_list('rm.msg_id')}"
+                extra = (f"({extra[0]}) AND NOT (r.id IN ({runs_of}))", [*extra[1], self.store.list_param(under_way)])
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
         return search_summaries(
@@ -379,6 +437,7 @@ class Archive(MemoryMethods, SessionMethods):
             kind_filter,
             extra,
             agent=agent or None,
+            echoes=include_echoes,
         )
 
     def read_address(
@@ -457,10 +516,20 @@ class Archive(MemoryMethods, SessionMethods):
         limit: int = 10,
         project: str | None = None,
         since: str | int | None = None,
+        *,
+        include_echoes: bool = False,
+        asking_session: str | None = None,
     ) -> list[SessionHit]:
-        """Sessions that talked about the query, best first, each with its first user message as headline."""
+        """Sessions that talked about the query, best first, each with its first user message as headline.
+
+        Echoes and the asking session's run under way are left out as in `search`."""
         since_ms = since if isinstance(since, int) else parse_since(since)
-        filters = Filters(project=project or None, since_ms=since_ms)
+        filters = Filters(
+            project=project or None,
+            since_ms=since_ms,
+            include_echoes=include_echoes,
+            current_session=self._asking(asking_session),
+        )
         return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)
 
 

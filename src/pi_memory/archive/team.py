@@ -88,6 +88,8 @@ class PgArchive(Archive):
         team: str | None = None,
         authors: Iterable[str] = (),
         until: str | int | None = None,
+        include_echoes: bool = False,
+        asking_session: str | None = None,
     ) -> list[Hit] | list[RunHit]:
         """Same as `Archive.search`, plus who wrote it: `mine`, a `team` (group role) or `authors`.
 
@@ -95,18 +97,31 @@ class PgArchive(Archive):
         """
         authors = tuple(authors)
         by_writer = mine or bool(team) or bool(authors)
+        echo_options: dict[str, Any] = {"include_echoes": include_echoes, "asking_session": asking_session}
         if not by_writer:
-            return super().search(query, limit, project, since, session, roles, scope, kinds, path, agent, until=until)
+            return super().search(
+                query, limit, project, since, session, roles, scope, kinds, path, agent, until=until, **echo_options
+            )
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         writers = TeamFilters(mine=mine, team=team or None, authors=authors)
         if scope == "summary":
             return self._summary_hits(
-                query, limit, project, since, session, path, kinds, agent, writer_filter(writers, "r"), until=until
+                query,
+                limit,
+                project,
+                since,
+                session,
+                path,
+                kinds,
+                agent,
+                writer_filter(writers, "r"),
+                until=until,
+                **echo_options,
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
-        base = self.content_filters(project, since, session, roles, kinds, path, agent, until=until)
+        base = self.content_filters(project, since, session, roles, kinds, path, agent, until=until, **echo_options)
         filters = TeamFilters(**asdict(base), mine=mine, team=team or None, authors=authors)
         return self.searcher.search(str(query), limit=limit, filters=filters)
 

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..core.echo import is_echo_message, session_echoes
 from ..core.sources.pi import Entry, Header, ParsedSession, Skipped
 from ..core.sources.readers import read_session_file
 from ..core.summary import RunMessage
@@ -25,7 +26,7 @@ from ..storage.rows import meta_json
 
 # A message line: the fields of `NewMessage` after its session id, in their order (ts, role, text,
 # indexed, entry_id, parent_id, meta, hash, raw, entry_type, chars, grams, packed, packed_raw,
-# typed, meta_json). `raw` is None where `packed_raw` holds the line (the local archive's store).
+# typed, meta_json, echo). `raw` is None where `packed_raw` holds the line (the local archive's store).
 # The tokens (chars, grams, typed) come as UTF-8 bytes, as SQLite reads them: a writer that got
 # them as text would decode them from the pickle and encode them again to bind them (~5 us a
 # message of its time, the busier process's; FTS5 reads a blob's bytes as the text they spell).
@@ -64,11 +65,12 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
     cuts: dict[str, tuple[bytes, bytes, bytes, str | bytes | None]] = {}
     messages: list[MessageLine] = []
     kept: list[KeptLine] = []
+    echoes = iter(_echoes(parsed))
     for entry in parsed.entries:
         if entry.rendered is None:
             kept.append((entry.key, entry.entry_id, entry.type, entry.ts, entry.raw, codec.compress(entry.raw)))
         else:
-            messages.append(_message_line(entry, cuts, text_dict, keep_lines))
+            messages.append((*_message_line(entry, cuts, text_dict, keep_lines), next(echoes)))
     runs = _plan_runs(parsed, [line[15] for line in messages]) if plan else None
     for run in (runs or []) if text_dict else []:
         run.fields = codec.encode_text(str(run.fields), text_dict, codec.FIELDS_LEVEL)
@@ -112,6 +114,25 @@ def _message_line(
         typed,
         meta_json(r.meta),
     )
+
+
+def _echoes(parsed: ParsedSession) -> list[bool]:
+    """Per message (file order): whether it is the archive's own output (`core.echo`), judged over
+    the whole session in display order (time, then file order), as `runs.table` orders it."""
+    entries = parsed.messages
+    if not any(is_echo_message(_rendered(e).role, _rendered(e).meta) for e in entries):
+        return [False] * len(entries)  # most sessions never ask the archive: no need to order them
+    order = sorted(range(len(entries)), key=lambda k: (message_ts(entries[k]), k))
+    found = session_echoes([(_rendered(entries[k]).role, _rendered(entries[k]).meta) for k in order])
+    out = [False] * len(entries)
+    for k, echo in zip(order, found, strict=True):
+        out[k] = echo
+    return out
+
+
+def _rendered(entry: Entry) -> Any:
+    assert entry.rendered is not None
+    return entry.rendered
 
 
 def _plan_runs(parsed: ParsedSession, metas: list[str | None]) -> list[PlannedRun] | None:

@@ -133,15 +133,17 @@ def scan_records(store: Store, query: str, scope: Scope, filters: Filters) -> li
 
     For what the index does not answer: successful tool outputs are stored, not indexed, and the
     index's recent track only looks at the newest rows of the archive. Every word (a whole CJK
-    stretch counts as one) must occur; returns (msg id, snippet), newest first.
+    stretch counts as one) must occur; returns (msg id, snippet), newest first. The archive's own
+    output (`core.echo`: earlier recall calls and what they returned) is left out, as a search leaves it.
     """
     words = query_phrases_for_snippet(query)
     if not words:
         return []
     where, params = filter_sql(filters, store)
+    echoes = "" if filters.include_echoes else " AND m.echo = 0"
     rows = store.rows(
         f"""SELECT m.id, m.text, e.raw FROM msg m JOIN session s ON s.id = m.session_id
-            LEFT JOIN entry e ON e.msg_id = m.id WHERE {where} ORDER BY {_order(scope)} LIMIT ?""",
+            LEFT JOIN entry e ON e.msg_id = m.id WHERE {where}{echoes} ORDER BY {_order(scope)} LIMIT ?""",
         [*params, SCAN_ROWS],
     )
     fold = normalize if not all(w.isascii() for w in words) else str.lower  # folding Chinese is the slow part

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.echo import is_recall_run, with_echo_token
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from ..core.text import index_texts
 from ..errors import BadInput, NotFound
@@ -286,7 +287,10 @@ def prepare_run(group: list[RunMessage], is_last: bool) -> PreparedRun:
     if SUMMARIZER is not None and status != "open":
         _apply_summarizer(SUMMARIZER, group, summary)
     text = summary.search_text()
-    return PreparedRun(group, status, summary, text, *index_texts(text))
+    chars, grams = index_texts(text)
+    # a run that only asked the archive is an echo (`core.echo`): its summary carries the echo token
+    echo = bool(chars or grams) and is_recall_run([(m.role, m.meta) for m in group])
+    return PreparedRun(group, status, summary, text, str(with_echo_token(chars, echo)), grams)
 
 
 def segment_from(store: Store, session_id: str, start: tuple[int, int] | None) -> list[int]:

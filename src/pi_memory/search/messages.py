@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core import ranking, scoring
+from ..core.echo import fts_without_echoes as without_echoes
 from ..core.text import (
     QueryToken,
     fts_and,
@@ -122,6 +123,12 @@ class Filters:
     sessions: tuple[str, ...] = ()  # any of these sessions (a fork and the sessions it copies from)
     entry_ids: tuple[str, ...] = ()  # only messages with these pi entry ids (a branch, with `sessions`)
     until_ms: int | None = None  # messages before this time (unix ms), for a bounded period
+    # the archive's own output (`core.echo`) is left out unless asked for
+    include_echoes: bool = False
+    # a session asking from inside a run (a model's tool call): that run (its prompt, the model's calls
+    # and their results) is never a hit
+    current_session: str | None = None
+    exclude_ids: tuple[int, ...] = ()  # the messages of that run, found by `Searcher.search`
 
     @property
     def active(self) -> bool:
@@ -164,9 +171,18 @@ def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) ->
     return rare
 
 
-def fts_index(token: QueryToken) -> tuple[str, str]:
-    """The FTS5 table that holds a token and the expression that finds it there."""
-    return ("msg_typed" if token.kind == "surface" else "msg_fts"), token.fts()
+def fts_index(token: QueryToken, include_echoes: bool = True) -> tuple[str, str]:
+    """The FTS5 table that holds a token and the expression that finds it there (echoes left out
+    unless included)."""
+    table = "msg_typed" if token.kind == "surface" else "msg_fts"
+    return table, token.fts() if include_echoes else without_echoes(token.fts())
+
+
+def not_among(column: str, ids: tuple[int, ...], store: Store) -> tuple[str, list[Any]]:
+    """A condition that `column` is none of `ids` (the asking run's messages), with its parameters."""
+    if not ids:
+        return "TRUE", []
+    return f"NOT ({store.sql_in_list(column)})", [store.list_param(ids)]
 
 
 def without_surface(tokens: list[QueryToken]) -> list[QueryToken]:
@@ -257,18 +273,20 @@ class Searcher:
             return []
         parts, params = [], []
         for t in plan.rare:
-            table, expr = fts_index(t)
+            table, expr = fts_index(t, filters.include_echoes)
             parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
             params += [weights[t.text], expr]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
+        outside, oparams = not_among("id", filters.exclude_ids, self.store)
         if filters.active:
-            sql = f"""SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) GROUP BY id) c
+            sql = f"""SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) WHERE {outside} GROUP BY id) c
                       JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}
                       ORDER BY c.s DESC, c.id DESC LIMIT ?"""
         else:  # grouped and ordered in one step: ~7% less than through a subquery
-            sql = f"SELECT id FROM ({union}) GROUP BY id ORDER BY sum(w) DESC, id DESC LIMIT ?"
-        return [int(r[0]) for r in self.store.conn.execute(sql, params + fparams + [self.rare_candidates])]
+            sql = f"SELECT id FROM ({union}) WHERE {outside} GROUP BY id ORDER BY sum(w) DESC, id DESC LIMIT ?"
+        args = params + oparams + fparams + [self.rare_candidates]
+        return [int(r[0]) for r in self.store.conn.execute(sql, args)]
 
     def _recent_candidates(
         self, anchors: list[QueryToken], filters: Filters, limit: int, use_or: bool = False
@@ -277,15 +295,18 @@ class Searcher:
             return []
         low = max(0, self.store.max_msg_id() - RECENT_WINDOW)
         expr = fts_or(anchors) if use_or else fts_and(anchors)
+        if not filters.include_echoes:
+            expr = without_echoes(expr)
         where, fparams = self.where(filters)
+        outside, oparams = not_among("f.rowid", filters.exclude_ids, self.store)
         sql = "SELECT f.rowid FROM msg_fts f"
         if filters.active:
             sql += " JOIN msg m ON m.id = f.rowid JOIN session s ON s.id = m.session_id"
-        sql += " WHERE msg_fts MATCH ? AND f.rowid > ?"
+        sql += f" WHERE msg_fts MATCH ? AND f.rowid > ? AND {outside}"
         if filters.active:
             sql += f" AND {where}"
         sql += " ORDER BY f.rowid DESC LIMIT ?"
-        return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + fparams + [limit])]
+        return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + oparams + fparams + [limit])]
 
     def candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         found = self._rare_candidates(plan, weights, filters)
@@ -313,6 +334,8 @@ class Searcher:
             plan = self.plan(query)
             if not plan.rare and not plan.common:
                 return []
+            if filters.current_session:
+                filters = replace(filters, exclude_ids=self.current_run_ids(filters.current_session))
             weights = ranking.token_weights(plan.tokens + plan.surface, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
@@ -337,6 +360,10 @@ class Searcher:
         if any(r.meaningful for r, _ in scored):
             scored = [(r, row) for r, row in scored if r.meaningful]
         return [(r.score, row) for r, row in scored]
+
+    def current_run_ids(self, session_id: str) -> tuple[int, ...]:
+        """The messages of the session's run under way: from its newest user message on."""
+        return current_run_ids(self.store, session_id)
 
     def where(self, filters: Filters) -> tuple[str, list[Any]]:
         """The filters as a condition over `msg m JOIN session s` (a team archive adds who wrote it)."""
@@ -463,6 +490,23 @@ def rank_sessions(searcher: Searcher, query: str, limit: int = 10, filters: Filt
             )
         )
     return out
+
+
+def current_run_ids(store: Store, session_id: str) -> tuple[int, ...]:
+    """The messages of a session's run under way (its newest user message and everything after it):
+    a model searching from inside a run never finds the prompt it answers, its own calls or their
+    results. Read inside the caller's transaction."""
+    opening = store.rows(
+        "SELECT ts, seq FROM msg WHERE session_id = ? AND role = 'user' ORDER BY ts DESC, seq DESC LIMIT 1",
+        (session_id,),
+    )
+    if not opening:
+        return ()
+    ts, seq = int(opening[0][0]), int(opening[0][1])
+    rows = store.rows(
+        "SELECT id FROM msg WHERE session_id = ? AND (ts > ? OR (ts = ? AND seq >= ?))", (session_id, ts, ts, seq)
+    )
+    return tuple(sorted(int(r[0]) for r in rows))
 
 
 def filter_sql(f: Filters, store: Store) -> tuple[str, list[Any]]:

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core.text import QueryToken
-from ..storage.pg.sql import indexable, lexeme, tsquery
-from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, rarest_within
+from ..storage.pg.sql import indexable, lexeme, tsquery, without_echoes
+from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, not_among, rarest_within
 from .messages import filter_sql as shared_filter_sql
 
 if TYPE_CHECKING:
@@ -86,6 +86,11 @@ def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any], alias: 
     if f.authors:
         clauses.append(f"{alias}.author = ANY(%s)")
         params.append(list(f.authors))
+
+
+def pg_match(query: str, filters: Filters) -> str:
+    """A tsquery whose matches that are echoes (`core.echo`) are left out, unless they are asked for."""
+    return query if filters.include_echoes else without_echoes(query)
 
 
 def writer_filter(f: TeamFilters, alias: str) -> tuple[str, list[Any]]:
@@ -165,9 +170,11 @@ class PgSearcher(Searcher):
         parts, params = [], []
         for t in plan.rare:
             parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-            params += [weights[t.text], tsquery([t])]
+            params += [weights[t.text], pg_match(tsquery([t]), filters)]
         union = " UNION ALL ".join(parts)
-        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u GROUP BY id) c"
+        outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
+        params += oparams
+        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u WHERE {outside} GROUP BY id) c"
         if filters.active:
             where, fparams = self.where(filters)
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"
@@ -181,16 +188,17 @@ class PgSearcher(Searcher):
         if not anchors:
             return []
         low = max(0, self.pg.max_msg_id() - PG_RECENT_WINDOW)
-        query = tsquery(anchors, "|" if use_or else "&")
+        query = pg_match(tsquery(anchors, "|" if use_or else "&"), filters)
         # `IS TRUE` hides the match from the GIN index, so the plan is the backward walk along the key
         walk = self._expected_in_window(anchors, use_or) >= WALK_FROM_EXPECTED
         match = "(m.tokens @@ %s::tsquery) IS TRUE" if walk else "m.tokens @@ %s::tsquery"
         where, fparams = self.where(filters)
+        outside, oparams = not_among("m.id", filters.exclude_ids, cast("Store", self.pg))
         sql = "SELECT m.id FROM msg m"
         if filters.active:
             sql += " JOIN session s ON s.id = m.session_id"
-        sql += f" WHERE {match} AND m.id > %s AND {where} ORDER BY m.id DESC LIMIT %s"
-        return [int(r[0]) for r in self.pg.rows(sql, [query, low] + fparams + [limit])]
+        sql += f" WHERE {match} AND m.id > %s AND {outside} AND {where} ORDER BY m.id DESC LIMIT %s"
+        return [int(r[0]) for r in self.pg.rows(sql, [query, low] + oparams + fparams + [limit])]
 
     def _expected_in_window(self, anchors: list[QueryToken], use_or: bool) -> float:
         """Rows of the window expected to hold the anchors, assuming tokens occur independently."""

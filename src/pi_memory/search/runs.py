@@ -132,10 +132,12 @@ def search_summaries(
     kinds: tuple[str, ...] = (),
     extra: tuple[str, list[Any]] = ("TRUE", []),
     agent: str | None = None,
+    echoes: bool = False,
 ) -> list[RunHit]:
     """Runs whose navigation summary matches the query, best first.
 
-    `extra` is one more condition over `run r` (a team archive's who-wrote-it filter).
+    `extra` is one more condition over `run r` (a team archive's who-wrote-it filter). Runs that only
+    asked the archive (`core.echo`) are left out unless `echoes`.
     """
     tokens = query_tokens(query)
     if not tokens:
@@ -149,7 +151,7 @@ def search_summaries(
         where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
         where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
         # the filters apply while candidates are chosen: a session's old runs are not crowded out
-        candidates = _candidates(store, present, df, counters.get("run_docs", 0), (where, params))
+        candidates = _candidates(store, present, df, counters.get("run_docs", 0), (where, params), echoes)
         sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
                   WHERE {store.sql_in_list("r.id")} AND {where}"""
         rows = store.rows(sql, [store.list_param(candidates)] + params)
@@ -158,7 +160,12 @@ def search_summaries(
 
 
 def _candidates(
-    store: Store, present: list[QueryToken], df: dict[str, int], n_runs: int, where: tuple[str, list[Any]]
+    store: Store,
+    present: list[QueryToken],
+    df: dict[str, int],
+    n_runs: int,
+    where: tuple[str, list[Any]],
+    echoes: bool = False,
 ) -> list[int]:
     """The runs worth scoring, read in bounded steps whatever the number of runs.
 
@@ -179,12 +186,12 @@ def _candidates(
     weight: dict[int, float] = {}
     for t in rare:
         w = ranking.token_weight(t, df[t.text], n_runs)
-        for run_id in store.run_summary_postings(t, df[t.text], where):
+        for run_id in store.run_summary_postings(t, df[t.text], where, echoes):
             weight[run_id] = weight.get(run_id, 0.0) + w
     chosen = sorted(weight, key=lambda i: (weight[i], i), reverse=True)[:RARE_RUN_CANDIDATES]
     common = ordered[len(rare) :]
     if common:
-        chosen += store.run_summary_recent(common, RECENT_RUN_CANDIDATES, where)
+        chosen += store.run_summary_recent(common, RECENT_RUN_CANDIDATES, where, echoes)
     return sorted(set(chosen), reverse=True)
 
 

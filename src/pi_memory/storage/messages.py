@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.echo import with_echo_token
 from ..core.text import surface_text
 from . import codec
 from .codec import compress, decode_text, encode_text
@@ -28,16 +29,16 @@ if TYPE_CHECKING:
 # at 2,000 messages, on every live write. So a writer that knows the seq it gave the session's last
 # message passes the next one (`Store._next_seq`, `_INSERT_MSG_AT`); otherwise the statement finds it.
 _INSERT_MSG = """
-INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
-VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, echo)
+VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 RETURNING id, seq"""
 _INSERT_MSG_AT = """
-INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash)
-VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, echo)
+VALUES (?1, ?12, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
 RETURNING id, seq"""
 _INSERT_MSG_WITH_ID = """
-INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, id)
-VALUES (?1, ?11, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?12)"""
+INSERT OR IGNORE INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, echo, id)
+VALUES (?1, ?12, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?13)"""
 _SESSION_NEXT_SEQ = "SELECT coalesce(max(seq), 0) + 1 FROM msg WHERE session_id = ?"
 _INSERT_ENTRY = """
 INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, raw) VALUES (?,?,?,?,?,?,?)"""
@@ -47,6 +48,11 @@ INSERT OR IGNORE INTO entry(session_id, entry_key, entry_id, type, ts, msg_id, r
 # subquery of constant inputs before the rest, even in a CASE branch or coalesce() not taken.
 _SEQ_STILL_MAX = """
 SELECT (SELECT max(id) FROM msg) = ?1 AND EXISTS (SELECT 1 FROM msg WHERE id = ?1 AND session_id = ?2 AND seq = ?3)"""
+
+
+def typed_column(typed: str | bytes, echo: bool) -> str | bytes:
+    """`msg_typed`'s column: the characters as typed, and `ECHO_TOKEN` for an echo that has any."""
+    return with_echo_token(typed, echo) if typed else typed
 
 
 def _packed_now(m: NewMessage) -> bytes:
@@ -75,7 +81,7 @@ class MessageWrites:
 
         def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-        def index_typed(self, msg_id: int, text: str, typed: str | bytes | None = None) -> None: ...
+        def index_typed(self, msg_id: int, text: str, typed: str | bytes | None = None, echo: bool = False) -> None: ...
 
     def ensure_session(self, row: SessionRow) -> None:
         """Create the session or widen its time range; a later non-empty cwd/name wins."""
@@ -132,8 +138,11 @@ class MessageWrites:
         if m.index_waits:
             self.pending_index = True
         elif m.indexed:
-            self.conn.execute("INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, m.chars, m.grams))
-            self.index_typed(msg_id, m.text, m.typed)
+            self.conn.execute(
+                "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
+                (msg_id, with_echo_token(m.chars, m.echo), m.grams),
+            )
+            self.index_typed(msg_id, m.text, m.typed, m.echo)
         if m.has_line:
             self.conn.execute(
                 _INSERT_ENTRY, (m.session_id, "msg:" + m.hash, m.entry_id, m.entry_type, m.ts, msg_id, m.packed_raw)
@@ -183,7 +192,11 @@ class MessageWrites:
         m.index_waits = m.indexed and self.index_deferred and not m.chars and not m.grams
         m.pack(self.text_dict_id, later=m.index_waits)
         indexed = INDEX_PENDING if m.index_waits else int(m.indexed)
-        return (m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash, seq)
+        return (
+            *(m.session_id, m.ts, m.role, m.packed, len(m.text), indexed, m.entry_id, m.parent_id, meta, m.hash),
+            int(m.echo),
+            seq,
+        )
 
     def _remember_seq(self, session_id: str, msg_id: int, seq: int) -> None:
         if len(self._last_seq) > 1000:
@@ -196,9 +209,12 @@ class MessageWrites:
             self.pending_index = True
         indexed = [(msg_id, m) for msg_id, m in added if m.indexed and not m.index_waits]
         self.conn.executemany(
-            "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", [(i, m.chars, m.grams) for i, m in indexed]
+            "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
+            [(i, with_echo_token(m.chars, m.echo), m.grams) for i, m in indexed],
         )
-        typed = [(i, m.typed if m.typed is not None else surface_text(m.text)) for i, m in indexed]
+        typed = [
+            (i, typed_column(m.typed if m.typed is not None else surface_text(m.text), m.echo)) for i, m in indexed
+        ]
         self.conn.executemany("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", [t for t in typed if t[1]])
         self.conn.executemany(
             _INSERT_ENTRY,

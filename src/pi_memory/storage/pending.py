@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+from ..core.echo import with_echo_token
 from ..core.text import index_texts
 from . import codec
 from .codec import compress, decode_text, encode_text, plain_line
@@ -29,8 +30,8 @@ PENDING_BUDGET = 200_000  # characters of tokens per transaction, as an import's
 
 
 # a message waiting for its index entry: (msg id, nchars, text, its two channels (`index_texts`), its text
-# packed if stored plain, (its verbatim line as stored plain, packed) or None)
-Pending = tuple[int, int, str, tuple[str, str], "str | bytes | None", "tuple[bytes, bytes] | None"]
+# packed if stored plain, (its verbatim line as stored plain, packed) or None, whether it is an echo)
+Pending = tuple[int, int, str, tuple[str, str], "str | bytes | None", "tuple[bytes, bytes] | None", bool]
 
 
 def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
@@ -47,14 +48,19 @@ def _by_index_cost(cuts: list[Pending]) -> list[list[Pending]]:
     return groups
 
 
-def _pending(msg_id: int, nchars: int, stored: str | bytes, dict_id: int, raw: bytes | None) -> Pending:
-    """A pending row's tokens, and its text and verbatim line packed when a live write left them plain
-    (outside the transaction)."""
+def _pending(
+    msg_id: int, nchars: int, stored: str | bytes, dict_id: int, raw: bytes | None, echo: bool = False
+) -> Pending:
+    """A pending row's tokens (an echo's with `ECHO_TOKEN`), and its text and verbatim line packed when
+    a live write left them plain (outside the transaction)."""
     text = decode_text(stored)
     packed = encode_text(text, dict_id) if isinstance(stored, str) and codec.PACK_TEXT else None
     line = plain_line(raw)
     packed_line = (raw, compress(line, text)) if raw is not None and line is not None else None
-    return (msg_id, nchars, text, index_texts(text), packed, packed_line)
+    chars, grams = index_texts(text)
+    if chars or grams:  # a text without tokens stays out of the index, echo or not
+        chars = str(with_echo_token(chars, echo))
+    return (msg_id, nchars, text, (chars, grams), packed, packed_line, echo)
 
 
 class PendingIndex:
@@ -71,7 +77,7 @@ class PendingIndex:
 
         def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
-        def index_typed(self, msg_id: int, text: str) -> None: ...
+        def index_typed(self, msg_id: int, text: str, typed: str | None = None, echo: bool = False) -> None: ...
 
         def add_to_counters(self, deltas: dict[str, int]) -> None: ...
 
@@ -84,12 +90,12 @@ class PendingIndex:
         done = 0
         while self.pending_index:
             rows = self.rows(
-                """SELECT m.id, m.text, m.nchars, e.raw FROM msg m LEFT JOIN entry e ON e.msg_id = m.id
+                """SELECT m.id, m.text, m.nchars, e.raw, m.echo FROM msg m LEFT JOIN entry e ON e.msg_id = m.id
                    WHERE m.indexed = 2 LIMIT ?""",
                 (PENDING_PER_WRITE,),
             )
             self.pending_index = len(rows) == PENDING_PER_WRITE
-            cuts = [_pending(int(i), int(n), text, self.text_dict_id, raw) for i, text, n, raw in rows]
+            cuts = [_pending(int(i), int(n), text, self.text_dict_id, raw, bool(e)) for i, text, n, raw, e in rows]
             for group in _by_index_cost(cuts):
                 done += self._index_claimed(group)
         return done
@@ -98,7 +104,7 @@ class PendingIndex:
         """One transaction: claim the rows still pending, then index them (one FTS5 segment for the lot)."""
         with self.write():
             claimed = []
-            for msg_id, nchars, text, toks, packed, line in cuts:
+            for msg_id, nchars, text, toks, packed, line, echo in cuts:
                 has_tokens = bool(toks[0] or toks[1])
                 self.conn.execute(
                     "UPDATE msg SET indexed = ?, text = coalesce(?, text) WHERE id = ? AND indexed = 2",
@@ -111,14 +117,14 @@ class PendingIndex:
                         "UPDATE entry SET raw = ? WHERE msg_id = ? AND raw = ?", (line[1], msg_id, line[0])
                     )
                 if has_tokens:
-                    claimed.append((msg_id, nchars, text, toks))
+                    claimed.append((msg_id, nchars, text, toks, echo))
             # every UPDATE before the first insert: an UPDATE after one would flush a segment per message
-            for msg_id, _n, text, toks in claimed:
+            for msg_id, _n, text, toks, echo in claimed:
                 self.conn.execute(
                     "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
                     (msg_id, *toks),
                 )
-                self.index_typed(msg_id, text)
+                self.index_typed(msg_id, text, echo=echo)
             if claimed:
                 self.add_to_counters({"indexed_docs": len(claimed), "indexed_chars": sum(c[1] for c in claimed)})
         return len(claimed)

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.echo import is_echo_message
 from ..core.text import index_texts
 from .codec import compress, encode_text, packed_with, plain
 
@@ -49,7 +50,14 @@ class NewMessage:
     packed_raw: bytes | None = None  # `compress(raw, text)`, likewise
     typed: str | bytes | None = None  # `msg_typed`'s column (`text.surface_chars` joined), when made before
     meta_json: str | None = None  # `msg.meta` as stored, when made before
+    # the archive's own output (`core.echo`): a call to its tools or a result is one by itself; a parse
+    # worker, which sees whole runs, says so of the other messages of a run that only asked the archive
+    echo: bool = False
     index_waits: bool = False  # written with `INDEX_PENDING`: indexed (and counted) at the next idle moment
+
+    def __post_init__(self) -> None:
+        if not self.echo:
+            self.echo = is_echo_message(self.role, self.meta)
 
     @property
     def has_line(self) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.echo import fts_without_echoes
 from ..core.text import QueryToken, fts_or
 from .codec import LENGTH_CHANNEL, fts5_varints
 from .shared import NO_FILTER, RunFilter
@@ -55,15 +56,21 @@ class RunSummaryIndex:
         sql = "SELECT count(*) FROM (SELECT rowid FROM run_fts WHERE run_fts MATCH ? LIMIT ?)"
         return int(self.scalar(sql, (token.fts(), cap)))
 
-    def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
-        """The newest `limit` runs whose summary holds the token (and that pass `where`)."""
-        return self._runs_matching(token.fts(), limit, where)
+    def run_summary_postings(
+        self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER, echoes: bool = False
+    ) -> list[int]:
+        """The newest `limit` runs whose summary holds the token (and that pass `where`); runs that only
+        asked the archive (`core.echo`) unless `echoes`."""
+        return self._runs_matching(token.fts(), limit, where, echoes)
 
-    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER) -> list[int]:
+    def run_summary_recent(
+        self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER, echoes: bool = False
+    ) -> list[int]:
         """The newest `limit` runs whose summary holds any of the tokens (FTS5 walks back from the newest)."""
-        return self._runs_matching(fts_or(list(tokens)), limit, where)
+        return self._runs_matching(fts_or(list(tokens)), limit, where, echoes)
 
-    def _runs_matching(self, expr: str, limit: int, where: RunFilter) -> list[int]:
+    def _runs_matching(self, expr: str, limit: int, where: RunFilter, echoes: bool) -> list[int]:
+        expr = expr if echoes else fts_without_echoes(expr)
         if where[0] == NO_FILTER[0]:
             sql = "SELECT rowid FROM run_fts WHERE run_fts MATCH ? ORDER BY rowid DESC LIMIT ?"
             return [int(r[0]) for r in self.conn.execute(sql, (expr, limit))]

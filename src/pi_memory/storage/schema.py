@@ -307,12 +307,27 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "m010_echo",
+        # `msg.echo`: 1 for what the archive's own tools put into a session (`core.echo`: a call to
+        # `session_search` and the like, its result, and every message of a run that only asked the
+        # archive). Such a message's index entries carry `echo.ECHO_TOKEN`, so a search leaves it
+        # out inside the index (and a run summary's, for a run that only asked the archive).
+        """
+        ALTER TABLE msg ADD COLUMN echo INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
+    (
+        "m011_echo_marks",
+        # the data step: the echoes archived before m010, marked and their index entries rewritten
+        "",
+    ),
 ]
 
 # Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
 # short transactions (a live writer never waits long), then the version bump. Both the SQL and
 # the step are idempotent, so an interrupted upgrade simply runs them again.
-DATA_STEPS: dict[str, str] = {"m007_surface_chars": "index_surface_chars"}
+DATA_STEPS: dict[str, str] = {"m007_surface_chars": "index_surface_chars", "m011_echo_marks": "mark_archived_echoes"}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -31,13 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from ..core.text import surface_text
+from ..core.echo import with_echo_token
+from ..core.text import index_texts, surface_text
 from ..errors import ArchiveError, CorruptDatabase
 from . import codec
 from .checkpointer import WalCheckpointer
 from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress, encode_text, fts5_varints
+from .echoes import EchoMarks
 from .merging import FTS_INDEXES, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES, IMPORT_MERGE_RULE, ImportMerging
-from .messages import MessageWrites
+from .messages import MessageWrites, typed_column
 from .pending import PendingIndex
 from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
@@ -138,7 +140,7 @@ def _busy_waiter(on_first_look: Callable[[], None] = lambda: None) -> Callable[[
     return wait
 
 
-class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedSql):
+class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMarks, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
     def __init__(self, path: Path, conn: apsw.Connection) -> None:
@@ -336,7 +338,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         for version, (name, sql) in enumerate(MIGRATIONS, start=1):
             if version <= current:
                 continue
-            if name in DATA_STEPS:
+            if name in DATA_STEPS and not self._holds_nothing_indexed():  # a new archive: nothing to step through
                 self._run_data_step(version, sql, DATA_STEPS[name])
                 continue
             with self.write():
@@ -466,13 +468,30 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
             self.conn.execute("DELETE FROM msg_fts WHERE rowid=?", (msg_id,))
             self.conn.execute("DELETE FROM msg_typed WHERE rowid=?", (msg_id,))
 
-    def index_typed(self, msg_id: int, text: str, typed: str | bytes | None = None) -> None:
+    def _rewrite_echo_entries(self, changed: list[tuple[int, bool, int, Any]]) -> None:
+        """`EchoMarks`: the flags, and each indexed message's entries cut again with or without the
+        echo token (a contentless index cannot change a token of a row in place)."""
+        for msg_id, echo, indexed, stored in changed:
+            self.conn.execute("UPDATE msg SET echo = ? WHERE id = ?", (int(echo), msg_id))
+            if indexed != 1:
+                continue  # not indexed, or waiting for `index_pending`, which reads the flag
+            text = decode_text(stored)
+            chars, grams = index_texts(text)
+            self.conn.execute("DELETE FROM msg_fts WHERE rowid = ?", (msg_id,))
+            self.conn.execute("DELETE FROM msg_typed WHERE rowid = ?", (msg_id,))
+            self.conn.execute(
+                "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)", (msg_id, with_echo_token(chars, echo), grams)
+            )
+            self.index_typed(msg_id, text, echo=echo)
+
+    def index_typed(self, msg_id: int, text: str, typed: str | bytes | None = None, echo: bool = False) -> None:
         """The characters of a message typed in a script that folds to another, as typed (`msg_typed`);
-        `typed`: those characters joined by spaces, when a parse worker found them already."""
+        `typed`: those characters joined by spaces, when a parse worker found them already; an echo's
+        entry carries `ECHO_TOKEN` as its `msg_fts` entry does."""
         if typed is None:
             typed = surface_text(text)
         if typed:
-            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, typed))
+            self.conn.execute("INSERT INTO msg_typed(rowid, typed) VALUES (?, ?)", (msg_id, typed_column(typed, echo)))
 
     def lock_workspace(self, workspace: str) -> None:
         """Nothing to do: `BEGIN IMMEDIATE` already lets one writer at a time into the file.

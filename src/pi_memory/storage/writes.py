@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .echoes import echoes_after_write
+
 if TYPE_CHECKING:
     from .store import NewEntry, NewMessage, SessionRow, Store
 
@@ -41,8 +43,9 @@ CHUNK_BUDGET = 50_000
 # are done, not at the end of the transaction (a live pi session beside a first import).
 WAITER_LOOK_S = 0.002
 
-# Run after each write with (store, session id -> new msg ids); components above storage register here.
-AFTER_WRITE: list[Callable[[Store, dict[str, list[int]]], None]] = []
+# Run after each write with (store, session id -> new msg ids); components above storage register here,
+# after the store's own: the echo marks of the runs the new messages fall in (`echoes`).
+AFTER_WRITE: list[Callable[[Store, dict[str, list[int]]], None]] = [echoes_after_write]
 # Run inside the write transaction that completes sessions the archive did not have, written whole
 # with planned work (`SessionWrite.planned`): (store, [(session id, planned work, its message ids in
 # file order)], counter deltas to add to) -> the sessions whose work it wrote. Such a session's

@@ -12,7 +12,7 @@ from ...archive import Archive, Hit
 from ...archive.present import format_read, format_search, format_stats
 from ..tools.memory import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
 from ..tools.review import BRIDGE_METHODS as REVIEW_BRIDGE_METHODS
-from .protocol import METHODS, BadParams, method, opt_int, opt_str, req_dict, req_list, req_str
+from .protocol import METHODS, BadParams, method, opt_bool, opt_int, opt_str, req_dict, req_list, req_str
 
 SEARCH_MAX_LIMIT = 50
 IMPORT_BATCH_FILES = 20
@@ -90,6 +90,9 @@ def search(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         project=opt_str(params, "project"),
         since=opt_str(params, "since"),
         session=opt_str(params, "session"),
+        include_echoes=opt_bool(params, "include_echoes"),
+        # the model's own tool call: the run it answers is never a hit (a person's /recall sends none)
+        asking_session=opt_str(params, "asking_session"),
     )
     hits = [h for h in found if isinstance(h, Hit)]  # the content track: message hits
     return {

@@ -57,6 +57,15 @@ def opt_int(params: dict[str, Any], key: str, default: int | None, lo: int = 0, 
     return max(lo, min(int(value), hi))
 
 
+def opt_bool(params: dict[str, Any], key: str, default: bool = False) -> bool:
+    value = params.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise BadParams(f"{key} must be true or false")
+    return value
+
+
 def req_dict(params: dict[str, Any], key: str) -> dict[str, Any]:
     value = params.get(key)
     if not isinstance(value, dict):

@@ -119,6 +119,12 @@ def _print_import_errors(errors: list[Any]) -> None:
 @click.option("--team", help="Team archive: only what members of this PostgreSQL role wrote.")
 @click.option("--author", "authors", multiple=True, help="Team archive: only what this author wrote (repeatable).")
 @click.option("--sessions", "by_session", is_flag=True, help="Rank whole sessions, not messages.")
+@click.option(
+    "--include-echoes",
+    is_flag=True,
+    help="Also rank what the archive's own tools put into sessions (recall calls, their results, "
+    "turns that only asked the archive); left out by default.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON.")
 @pass_db
 @click.pass_context
@@ -137,6 +143,7 @@ def search(
     team: str | None,
     authors: tuple[str, ...],
     by_session: bool,
+    include_echoes: bool,
     as_json: bool,
 ) -> None:
     """Find messages by keywords in Chinese, English or both.
@@ -154,7 +161,9 @@ def search(
       and identifiers are split: `api key` finds OPENAI_API_KEY and apiKey.
     - Quotes, AND, OR, NEAR, *, ^ and chars: are plain text, never syntax.
     Hits show every occurrence of the query's words, in colour on a terminal and
-    between ⟦ ⟧ otherwise (also in --json snippets).
+    between ⟦ ⟧ otherwise (also in --json snippets). Earlier recall (calls to the
+    archive's tools, their results, turns that only asked the archive) is left
+    out unless --include-echoes.
     """
     from ...archive.present import format_search, format_summary_hits
 
@@ -163,11 +172,12 @@ def search(
     if by_session:
         if session:
             raise click.UsageError("--sessions ranks whole sessions: it cannot be combined with --session")
-        _search_sessions(ctx, query, as_json, limit=limit, project=project, since=since)
+        _search_sessions(ctx, query, as_json, limit=limit, project=project, since=since, include_echoes=include_echoes)
         return
     with open_archive(ctx) as archive:
         who = archive.writer_filters(mine=mine, team=team, authors=authors)
-        local: dict[str, Any] = {k: v for k, v in (("kinds", kinds), ("path", path), ("agent", agent)) if v}
+        pairs = (("kinds", kinds), ("path", path), ("agent", agent), ("include_echoes", include_echoes))
+        local: dict[str, Any] = {k: v for k, v in pairs if v}
         if scope != "content":
             local["scope"] = scope
         hits, took = timed(

@@ -112,7 +112,11 @@ class Viewer:
         if p.track == "sessions":
             if not p.q:
                 return list(a.sessions(agent=p.agent or None, project=p.project or None, limit=p.limit))
-            return list(a.search_sessions(p.q, limit=p.limit, project=p.project or None, since=p.since or None))
+            return list(
+                a.search_sessions(
+                    p.q, limit=p.limit, project=p.project or None, since=p.since or None, include_echoes=bool(p.echoes)
+                )
+            )
         if not p.q:
             return []
         scope = "summary" if p.track == "runs" else "content"
@@ -127,6 +131,7 @@ class Viewer:
             scope=scope,
             kinds=kinds,
             until=p.until or None,
+            include_echoes=bool(p.echoes),
         )
         return list(found)
 

@@ -39,6 +39,7 @@ class SearchParams:
     since: str = ""
     until: str = ""
     limit: int = DEFAULT_LIMIT
+    echoes: str = ""  # "1": include what the archive's own tools put into sessions (left out by default)
 
     def to_query(self, **changes: Any) -> str:
         values = {**self.__dict__, **changes}
@@ -64,7 +65,9 @@ def parse_search(query: Mapping[str, str]) -> SearchParams:
         _one_of("agent", agent, AGENTS)
     if kind:
         _one_of("kind", kind, KINDS)
-    return SearchParams(track=track, agent=agent, kind=kind, limit=parse_int(query, "limit", DEFAULT_LIMIT), **values)
+    echoes = "1" if (query.get("echoes") or "") in ("1", "on", "true") else ""
+    limit = parse_int(query, "limit", DEFAULT_LIMIT)
+    return SearchParams(track=track, agent=agent, kind=kind, limit=limit, echoes=echoes, **values)
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:

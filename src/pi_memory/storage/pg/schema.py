@@ -23,6 +23,7 @@ The tables mirror the SQLite archive (`schema.py`), with three differences:
 
 from __future__ import annotations
 
+from ...core.echo import ARCHIVE_TOOLS, ECHO_TOKEN
 from ...core.fold_table import TRADITIONAL
 
 ADMIN_ROLE = "pi_memory_admin"
@@ -358,6 +359,61 @@ MIGRATIONS.append(
         UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY(
             SELECT DISTINCT 't:' || found[1] FROM regexp_matches(text, '{_FOLDABLE_CLASS}', 'g') AS found))
         WHERE indexed AND text ~ '{_FOLDABLE_CLASS}';
+        """,
+    )
+)
+
+# `msg.echo` (SQLite m010/m011, `core.echo`): the archive's own output, whose tokens carry the echo
+# lexeme a search excludes. Older rows are judged here in SQL as `core.echo.session_echoes` judges
+# them: a call to an archive tool (also as `mcp__<server>__<tool>`) or its result, and every user,
+# assistant and tool message of a run (from a user message to the next) whose calls all went there.
+_ARCHIVE_TOOLS = ", ".join(f"'{name}'" for name in sorted(ARCHIVE_TOOLS))
+
+
+def _tools_of(meta: str, fallback: str) -> str:
+    """The elements of `meta`'s tools array (else of the one-element array `fallback`), as archive-or-not."""
+    tools = f"""CASE WHEN jsonb_typeof({meta} -> 'tools') = 'array' THEN {meta} -> 'tools' ELSE {fallback} END"""
+    return f"""(SELECT regexp_replace(coalesce(t.name, ''), '^mcp__.*?__', '') IN ({_ARCHIVE_TOOLS}) AS archive
+               FROM jsonb_array_elements_text({tools}) AS t(name))"""
+
+
+_MENTIONS = " OR ".join(f"strpos(meta, '{name}') > 0" for name in sorted(ARCHIVE_TOOLS))
+MIGRATIONS.append(
+    (
+        "m006_echo",
+        "ALTER TABLE msg ADD COLUMN echo smallint NOT NULL DEFAULT 0;",
+    )
+)
+MIGRATIONS.append(
+    (
+        "m007_echo_marks",
+        f"""
+        WITH calls AS (
+          SELECT m.id, m.session_id, m.ts, m.seq, m.role,
+                 m.role = 'assistant' AND coalesce((SELECT bool_or(archive)
+                   FROM {_tools_of("m.meta::jsonb", "'[]'::jsonb")} a), false) AS asks,
+                 m.role = 'assistant' AND coalesce((SELECT bool_or(NOT archive)
+                   FROM {_tools_of("m.meta::jsonb", "'[]'::jsonb")} a), false) AS works,
+                 m.role IN ('tool_result', 'tool_error') AND coalesce((SELECT bool_and(archive)
+                   FROM {_tools_of("m.meta::jsonb", "jsonb_build_array(m.meta::jsonb -> 'tool')")} a), false) AS answer
+          FROM msg m
+          WHERE m.session_id IN (SELECT DISTINCT session_id FROM msg WHERE meta IS NOT NULL AND ({_MENTIONS}))
+        ), numbered AS (
+          SELECT c.*, count(*) FILTER (WHERE c.role = 'user') OVER (PARTITION BY c.session_id ORDER BY c.ts, c.seq)
+                        AS run_no
+          FROM calls c
+        ), runs AS (
+          SELECT session_id, run_no, bool_or(asks) AS asked, bool_or(works) AS worked
+          FROM numbered GROUP BY session_id, run_no
+        ), judged AS (
+          SELECT n.id FROM numbered n JOIN runs r ON r.session_id = n.session_id AND r.run_no = n.run_no
+          WHERE n.asks OR n.answer
+             OR (r.asked AND NOT r.worked AND n.role IN ('user', 'assistant', 'tool_result', 'tool_error'))
+        )
+        UPDATE msg SET echo = 1,
+                       tokens = CASE WHEN msg.indexed THEN msg.tokens || array_to_tsvector(ARRAY['{ECHO_TOKEN}'])
+                                     ELSE msg.tokens END
+        FROM judged WHERE msg.id = judged.id;
         """,
     )
 )

@@ -9,6 +9,7 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ...core.echo import ECHO_TOKEN
 from ...core.text import QueryToken, surface_chars
 from ...errors import ArchiveError
 
@@ -49,13 +50,15 @@ def token_text(tokens: str | bytes) -> str:
 
 
 def message_tokens(m: NewMessage) -> list[str]:
-    """The distinct tokens of both channels: one set answers what the two FTS columns answer."""
+    """The distinct tokens of both channels: one set answers what the two FTS columns answer (and an
+    echo's `ECHO_TOKEN`, as SQLite writes it into both of its indexes)."""
     if not m.indexed:
         return []
     # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
     typed = {TYPED_PREFIX + ch for ch in surface_chars(m.text)}
+    echo = {ECHO_TOKEN} if m.echo else set()
     return sorted(
-        t for t in set(token_text(m.chars).split()) | set(token_text(m.grams).split()) | typed if indexable(t)
+        t for t in set(token_text(m.chars).split()) | set(token_text(m.grams).split()) | typed | echo if indexable(t)
     )
 
 
@@ -104,3 +107,8 @@ def pg_sql(sql: str) -> bytes:
             out.append(ch)
         i += 1
     return "".join(out).encode()
+
+
+def without_echoes(query: str) -> str:
+    """A tsquery whose matches that are echoes (`core.echo`) are left out."""
+    return f"({query}) & !'{ECHO_TOKEN}'"

@@ -24,12 +24,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ...core.echo import ECHO_TOKEN
 from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
+from ..echoes import EchoMarks
 from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
-from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, token_text, tsquery
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, token_text, tsquery, without_echoes
 from .writes import PgWrites
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 
 
-class PgStore(PgWrites, SharedSql):
+class PgStore(PgWrites, EchoMarks, SharedSql):
     """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
@@ -274,6 +276,16 @@ class PgStore(PgWrites, SharedSql):
                 f"member of {ADMIN_ROLE} can forget it"
             )
 
+    def _rewrite_echo_entries(self, changed: list[tuple[int, bool, int, Any]]) -> None:
+        """`EchoMarks`: the flags, and the echo lexeme added to or taken from each indexed row's tokens."""
+        for msg_id, echo, _indexed, _text in changed:
+            self.conn.execute(
+                """UPDATE msg SET echo = %s, tokens = CASE WHEN NOT indexed THEN tokens
+                     WHEN %s THEN tokens || array_to_tsvector(ARRAY[%s]) ELSE ts_delete(tokens, %s) END
+                   WHERE id = %s""",
+                (int(echo), echo, ECHO_TOKEN, ECHO_TOKEN, msg_id),
+            )
+
     def unindex_messages(self, msg_ids: list[int]) -> None:
         """Nothing to do: a message's tokens are a column of its row, deleted with it."""
 
@@ -409,12 +421,19 @@ class PgStore(PgWrites, SharedSql):
         docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
         return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
 
-    def run_summary_postings(self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER) -> list[int]:
+    def run_summary_postings(
+        self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER, echoes: bool = False
+    ) -> list[int]:
         if not indexable(token.text):
             return []
-        return self._runs_matching("r.tokens @@ %s::tsquery", tsquery([token]), 0, limit, where)
+        query = tsquery([token])
+        return self._runs_matching(
+            "r.tokens @@ %s::tsquery", query if echoes else without_echoes(query), 0, limit, where
+        )
 
-    def run_summary_recent(self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER) -> list[int]:
+    def run_summary_recent(
+        self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER, echoes: bool = False
+    ) -> list[int]:
         """The newest runs holding any of the tokens, among the newest `RUN_WINDOW` run ids."""
         usable = [t for t in tokens if indexable(t.text)]
         if not usable:
@@ -424,7 +443,8 @@ class PgStore(PgWrites, SharedSql):
         # and stops at `limit` matches, instead of reading every match of the window first
         walk = self._expected_in_window(usable) >= RUN_WALK_FROM_EXPECTED * limit
         match = "(r.tokens @@ %s::tsquery) IS TRUE" if walk else "r.tokens @@ %s::tsquery"
-        return self._runs_matching(match, tsquery(usable, "|"), low, limit, where)
+        query = tsquery(usable, "|")
+        return self._runs_matching(match, query if echoes else without_echoes(query), low, limit, where)
 
     def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
         join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""

@@ -184,6 +184,7 @@ class PgWrites:
                 m.parent_id,
                 meta_json(m.meta),
                 m.hash,
+                int(m.echo),
                 message_tokens(m),
                 self.author,
                 self.host,
@@ -194,8 +195,8 @@ class PgWrites:
         with self.conn.cursor() as cur:
             cur.executemany(
                 """INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash,
-                                   tokens, author, host)
-                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,array_to_tsvector(%s::text[]),%s,%s)
+                                   echo, tokens, author, host)
+                   VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,array_to_tsvector(%s::text[]),%s,%s)
                    ON CONFLICT (session_id, hash) DO NOTHING RETURNING id, hash""",
                 params,
                 returning=True,
