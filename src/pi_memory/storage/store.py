@@ -43,6 +43,7 @@ from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 from .shared import NO_FILTER, RunFilter, SharedSql
+from .usage import UsageStore
 from .waiting import WaitingLine
 
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def _busy_waiter(on_first_look: Callable[[], None] = lambda: None) -> Callable[[
     return wait
 
 
-class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedSql):
+class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, UsageStore, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
     def __init__(self, path: Path, conn: apsw.Connection) -> None:
@@ -356,6 +357,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
             if self.user_version >= version:
                 return
             self.conn.execute(sql)
+            if version == SCHEMA_VERSION and self._holds_nothing_indexed():
+                self.conn.execute(COMPACT_FTS)  # a new archive: the compact indexes (see schema.py)
         getattr(self, step)()
         with self.write():
             self.conn.execute(f"PRAGMA user_version={max(version, self.user_version)}")
