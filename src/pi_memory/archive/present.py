@@ -21,6 +21,7 @@ from ..memory.present import (
 from ..recall import format_recall
 from ..review import format_report as format_review
 from ..runs.catalog import format_listing as format_session_list
+from ..usage.present import format_ledger, format_statusline, format_usage
 from .messageview import format_read, format_search, format_sessions, format_stats
 from .runview import format_detail, format_run_list, format_run_show, format_run_window, format_summary_hits
 
@@ -31,6 +32,7 @@ __all__ = [
     "chain_warning",
     "format_detail",
     "format_entries",
+    "format_ledger",
     "format_memories",
     "format_read",
     "format_recall",
@@ -43,9 +45,11 @@ __all__ = [
     "format_search",
     "format_session_list",
     "format_sessions",
+    "format_statusline",
     "format_stats",
     "format_status",
     "format_summary_hits",
+    "format_usage",
     "format_write",
     "plural",
 ]
