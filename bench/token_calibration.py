@@ -165,7 +165,9 @@ def main() -> None:
             entry["fitted_errors_odd"] = evaluate(kinds, count, w, 1)
         result["families"][family] = entry
         print(f"\n{family}: weights in code" + ("" if args.check else f"; fitted {entry['fitted']}"))
-        print(f"{'w':6} {'kind':6} {'chunks':>6} {'chars/tok':>9} {'total%':>7} {'mean|%|':>8} {'p90|%|':>7} {'chars/4 total%':>15}")
+        print(
+            f"{'w':6} {'kind':6} {'chunks':>6} {'chars/tok':>9} {'total%':>7} {'mean|%|':>8} {'p90|%|':>7} {'chars/4 total%':>15}"
+        )
         rows = [("code", k, r) for k, r in entry["in_code_errors_odd"].items()]
         rows += [("fitted", k, r) for k, r in entry.get("fitted_errors_odd", {}).items()]
         for which, kind, row in rows:

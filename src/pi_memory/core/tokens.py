@@ -49,8 +49,12 @@ class Weights:
 
 
 # Fitted by bench/token_calibration.py (see bench/results/tokens.json for the corpora and errors).
-OPENAI = Weights(cjk=0.769, cjkp=1.471, word=1.041, long=0.379, digits=1.0, newline=0.221, space=1.808, punct=0.518, other=1.228)
-ANTHROPIC = Weights(cjk=1.052, cjkp=2.125, word=1.122, long=0.327, digits=1.0, newline=0.008, space=1.536, punct=0.667, other=1.579)
+OPENAI = Weights(
+    cjk=0.769, cjkp=1.471, word=1.041, long=0.379, digits=1.0, newline=0.221, space=1.808, punct=0.518, other=1.228
+)
+ANTHROPIC = Weights(
+    cjk=1.052, cjkp=2.125, word=1.122, long=0.327, digits=1.0, newline=0.008, space=1.536, punct=0.667, other=1.579
+)
 FAMILIES = {"openai": OPENAI, "anthropic": ANTHROPIC}
 
 

@@ -28,9 +28,7 @@ from ..storage.codec import decompress
 from ..storage.store import Store
 
 # tools whose results are the archive's own text handed to the model
-RECALL_TOOLS = frozenset(
-    {"session_search", "session_read", "memory_search", "memory_read", "recall", "session_recall"}
-)
+RECALL_TOOLS = frozenset({"session_search", "session_read", "memory_search", "memory_read", "recall", "session_recall"})
 
 
 @dataclass
@@ -139,7 +137,7 @@ def requests_of(store: Store, session_id: str) -> list[Request]:
            WHERE session_id = ? ORDER BY ts, key""",
         (session_id,),
     )
-    return [Request(int(r[0]), str(r[1]), str(r[2]), *(int(v) for v in r[3:7]), r[7]) for r in rows]
+    return [Request(int(r[0]), str(r[1]), str(r[2]), int(r[3]), int(r[4]), int(r[5]), int(r[6]), r[7]) for r in rows]
 
 
 def _family(requests: list[Request]) -> str:
@@ -186,8 +184,8 @@ def _custom_entries(store: Store, session_id: str) -> list[tuple[int, dict[str, 
 def compaction_events(store: Store, session_id: str, family: str) -> list[LedgerEvent]:
     """Compactions: the context before (`tokensBefore`, pi's count) down to the summary."""
     out = []
-    for ts, text, raw, stored in store.rows(
-        """SELECT m.ts, m.text, e.raw, m.text FROM msg m JOIN entry e ON e.msg_id = m.id
+    for ts, raw, stored in store.rows(
+        """SELECT m.ts, e.raw, m.text FROM msg m JOIN entry e ON e.msg_id = m.id
            WHERE m.session_id = ? AND m.role = 'summary' AND e.type = 'compaction' ORDER BY m.ts""",
         (session_id,),
     ):

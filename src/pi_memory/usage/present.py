@@ -57,11 +57,15 @@ def format_usage(r: UsageReport) -> str:
     widths = [max(len(row[i]) for row in [list(HEADERS), *rows]) for i in range(len(HEADERS))]
     heading = list(HEADERS)
     heading[0] = {"session": "session", "model": "model", "project": "project"}.get(r.view, "period")
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(heading, widths, strict=True)))]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(heading, widths, strict=True)))
+    ]
     for k, row in enumerate(rows):
         if k == len(rows) - 1:
             lines.append("-" * len(lines[0]))
-        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        lines.append(
+            "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        )
     if r.unknown_models:
         lines.append(
             f"cost unknown for {plural(r.total.unpriced, 'request')} of {', '.join(r.unknown_models)}: "

@@ -172,7 +172,8 @@ def _labeller(view: str, tz: Any) -> Callable[[int], str]:
 def _where(
     since: int | None, until: int | None, agent: str | None, project: str | None, session: str | None
 ) -> tuple[str, list[Any]]:
-    conds, params = ["1=1"], []
+    conds: list[str] = ["1=1"]
+    params: list[Any] = []
     if since is not None:
         conds.append("u.bucket >= ?")
         params.append(since // BUCKET_MS)
@@ -256,9 +257,7 @@ def report(
         if unpriced:
             unknown.add(name)
     ordered = _order(view, list(lines.values()))
-    return UsageReport(
-        view, since, until, agent, tz or "local", ordered, total, sorted(unknown), price_source()
-    )
+    return UsageReport(view, since, until, agent, tz or "local", ordered, total, sorted(unknown), price_source())
 
 
 def _row_label(view: str, tz: Any) -> Callable[[tuple[Any, ...]], tuple[str, dict[str, Any]]]:

@@ -40,7 +40,9 @@ def _view_command(name: str) -> None:
             format_usage,
         )
 
-    view.__doc__ = f"Token usage and cost per {'day week month'.split()[VIEWS.index(name)] if name in VIEWS[:3] else name}."
+    view.__doc__ = (
+        f"Token usage and cost per {'day week month'.split()[VIEWS.index(name)] if name in VIEWS[:3] else name}."
+    )
 
 
 @cli.group("usage", invoke_without_command=True)
