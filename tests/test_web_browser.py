@@ -194,3 +194,16 @@ def test_the_review_page_draws_the_ledger_as_a_chart(browser: Any, tmp_path: Pat
             assert "/100 (" in text and " runs)" in text and "no runs" in text  # written after every run
     finally:
         tab.close()
+
+
+def test_the_usage_page_plots_tokens_dollars_and_cache_hits_per_day(page: Any, server: str) -> None:
+    page.goto(f"{server}/")
+    page.click("text=Usage")
+    page.wait_for_selector("#usage-totals")
+    for plot in ("tokens", "cost", "cache"):
+        assert page.locator(f"#plot-{plot}").is_visible()
+    assert page.locator("#plot-tokens rect.bar").count() >= 1
+    assert page.locator("#plot-cache circle.dot").count() == page.locator("#plot-tokens rect.bar").count()
+    # the fixture's sessions ran on a scripted model the price table does not know: never $0
+    assert "$0" not in page.inner_text("#usage-cost")
+    assert "not in the price table" in page.inner_text("#usage-unknown")

@@ -5,6 +5,8 @@ database). Each lives beside the component whose results it shows; this module
 is the one place a front end imports them from.
 """
 
+from collections.abc import Callable
+
 from ..compact.recall import format_entries
 from ..compact.status import format_status
 from ..core.format import EVIDENCE_HEADER, plural
@@ -21,8 +23,12 @@ from ..memory.present import (
 from ..recall import format_recall
 from ..review import format_report as format_review
 from ..runs.catalog import format_listing as format_session_list
+from ..usage.present import dollars, format_ledger, format_statusline, format_usage, rate, tokens
 from .messageview import format_read, format_search, format_sessions, format_stats
 from .runview import format_detail, format_run_list, format_run_show, format_run_window, format_summary_hits
+
+# the usage page's cell formats (the web viewer's template calls them)
+usage_cells: dict[str, Callable[..., str]] = {"tokens": tokens, "dollars": dollars, "rate": rate}
 
 __all__ = [
     "EVIDENCE_HEADER",
@@ -31,6 +37,7 @@ __all__ = [
     "chain_warning",
     "format_detail",
     "format_entries",
+    "format_ledger",
     "format_memories",
     "format_read",
     "format_recall",
@@ -43,9 +50,12 @@ __all__ = [
     "format_search",
     "format_session_list",
     "format_sessions",
+    "format_statusline",
     "format_stats",
     "format_status",
     "format_summary_hits",
+    "format_usage",
     "format_write",
     "plural",
+    "usage_cells",
 ]

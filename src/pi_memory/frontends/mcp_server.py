@@ -39,6 +39,8 @@ from ..archive.api import READ_AFTER, READ_BEFORE
 from ..archive.present import EVIDENCE_HEADER, format_read, format_search
 from ..errors import ArchiveError
 from .tools.memory import MEMORY_TOOL_SPECS, MEMORY_TOOLS
+from .tools.usage import DESCRIPTION as USAGE_DESCRIPTION
+from .tools.usage import session_usage_text
 
 SEARCH_LIMIT, SEARCH_MAX = 10, 20
 READ_MAX_SIDE = 20
@@ -163,6 +165,18 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
     return session_review
 
 
+def session_usage_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
+    async def session_usage(
+        session_id: Annotated[
+            str | None, Field(description="Session id or 8+ character prefix; default: the newest of this project")
+        ] = None,
+    ) -> str:
+        with _tool_errors():
+            return session_usage_text(archive, session_id, os.getcwd())
+
+    return session_usage
+
+
 # --- memory tools (`frontends.tools.memory`) ----------------------------------------
 
 JSON_TYPES: dict[str, Any] = {
@@ -223,6 +237,7 @@ def build_server(archive: Archive) -> MCPServer:
     server.add_tool(session_search_tool(archive), name="session_search", description=SEARCH_DESCRIPTION)
     server.add_tool(session_read_tool(archive), name="session_read", description=READ_DESCRIPTION)
     server.add_tool(session_review_tool(archive), name="session_review", description=REVIEW_DESCRIPTION)
+    server.add_tool(session_usage_tool(archive), name="session_usage", description=USAGE_DESCRIPTION)
     return server
 
 

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core.render import Rendered, render_message
-from ..core.sources.pi import Entry, parse_iso_ms, project_of, render_entry
+from ..core.sources.pi import Entry, parse_iso_ms, project_of, render_entry, usage_of
+from ..core.usage import from_pi
 from ..errors import BadInput
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store
+from ..storage.usage import UsageRow, row_of
 from ..storage.writes import SessionWrite, write_messages
 from .importer import Importer, ImportReport, discover
 
@@ -102,6 +104,16 @@ def message_from_entry_dict(session_id: str, entry: dict[str, Any]) -> NewMessag
     return _new_message(session_id, rendered, entry_id, parent_id, _raw(entry), str(kind))
 
 
+def entry_usage(session_id: str, entry: dict[str, Any]) -> list[UsageRow]:
+    """The model request a session entry records (an assistant message, a 1.x request entry), priced."""
+    ts = parse_iso_ms(entry.get("timestamp"))
+    kind = entry.get("type") if isinstance(entry.get("type"), str) else "unknown"
+    parsed = Entry(0, str(kind), entry.get("id") if isinstance(entry.get("id"), str) else None, None, ts, entry, b"")
+    parsed.rendered = render_entry(entry, ts)
+    usage = usage_of(parsed)
+    return [row_of(session_id, usage)] if usage is not None else []
+
+
 def other_entry(session_id: str, entry: dict[str, Any]) -> NewEntry:
     """A non-message entry (model change, label, session_info, ...) kept verbatim, keyed like the importer."""
     raw = _raw(entry)
@@ -162,23 +174,25 @@ class LiveCapture:
         m = message_from_live(session_id, message, entry_id, parent_id)
         if m is None:
             return None
-        return self._write_one(m)
+        usage = from_pi(message, m.ts, m.hash)
+        return self._write_one(m, [row_of(session_id, usage)] if usage is not None else [])
 
     def capture_entry(self, session_id: str, entry: dict[str, Any]) -> int | None:
         """Write one session entry (a compaction, a branch summary, a custom message)."""
         m = message_from_entry_dict(session_id, entry)
+        usage = entry_usage(session_id, entry)
         if m is None:
             ne = other_entry(session_id, entry)
             self._ensure_known(session_id, ne.ts or now_ms())
-            self._write(session_id, [], [ne])
+            self._write(session_id, [], [ne], usage)
             return None
-        return self._write_one(m)
+        return self._write_one(m, usage)
 
-    def _write_one(self, m: NewMessage) -> int | None:
+    def _write_one(self, m: NewMessage, usage: list[UsageRow] | None = None) -> int | None:
         self._ensure_known(m.session_id, m.ts)
         if not self.store.index_deferred:
             m.prepare()  # tokenize before the transaction (a deferring store tokenizes when idle)
-        unit = SessionWrite(m.session_id, [m])
+        unit = SessionWrite(m.session_id, [m], usage=list(usage or []))
         self.store.write_sessions([unit])  # the one write path (`storage.writes.write_sessions`)
         return unit.added[0] if unit.added else None
 
@@ -190,7 +204,9 @@ class LiveCapture:
         self._ensure_known(session_id, now_ms())
         messages: list[NewMessage] = []
         others: list[NewEntry] = []
+        usage: list[UsageRow] = []
         for entry in entries:
+            usage += entry_usage(session_id, entry)
             m = message_from_entry_dict(session_id, entry)
             if m is None:
                 others.append(other_entry(session_id, entry))
@@ -206,16 +222,20 @@ class LiveCapture:
             else:
                 m.prepare()
                 messages.append(m)
-        added, _dup = self._write(session_id, messages, others)
+        added, _dup = self._write(session_id, messages, others, usage)
         report.added = added
         report.entries = len(others)
         return report
 
     def _write(
-        self, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
+        self,
+        session_id: str,
+        messages: list[NewMessage],
+        entries: list[NewEntry] | None = None,
+        usage: list[UsageRow] | None = None,
     ) -> tuple[int, int]:
         """The one write path (`Store.write_sessions`, or `PgStore.write_sessions` on a team archive)."""
-        return write_messages(self.store, session_id, messages, entries)
+        return write_messages(self.store, session_id, messages, entries, usage)
 
     def _state(self, m: NewMessage) -> str:
         found = self.store.message_by_hash(m.session_id, m.hash)

@@ -23,6 +23,7 @@ from ..runs.planned import PlannedRun, plan_file_runs
 from ..runs.table import message_of, source_message
 from ..storage import codec
 from ..storage.rows import meta_json
+from ..storage.usage import UsageRow, rows_of
 
 # A message line: the fields of `NewMessage` after its session id, in their order (ts, role, text,
 # indexed, entry_id, parent_id, meta, hash, raw, entry_type, chars, grams, packed, packed_raw,
@@ -46,6 +47,7 @@ class PreparedFile(NamedTuple):
     messages: list[MessageLine]  # its message lines, in file order
     kept: list[KeptLine]  # its other lines, in file order
     runs: list[PlannedRun] | None  # the session's runs by message position (None: not planned)
+    usage: list[UsageRow] = []  # the model requests its lines record, priced (`storage.usage.row_of`)
 
 
 def parse_and_tokenize(path: str, agent: str | None, text_dict: int = 0, keep_lines: bool = False) -> PreparedFile:
@@ -75,8 +77,16 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
     for run in (runs or []) if text_dict else []:
         run.fields = codec.encode_text(str(run.fields), text_dict, codec.FIELDS_LEVEL)
     times = [e.ts for e in parsed.entries if e.ts]
+    session_id = parsed.header.session_id if parsed.header else ""
     return PreparedFile(
-        parsed.header, parsed.name, parsed.skipped, [min(times), max(times)] if times else [], messages, kept, runs
+        parsed.header,
+        parsed.name,
+        parsed.skipped,
+        [min(times), max(times)] if times else [],
+        messages,
+        kept,
+        runs,
+        rows_of(session_id, parsed.entries),
     )
 
 

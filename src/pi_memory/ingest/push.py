@@ -21,6 +21,7 @@ from typing import Any
 
 from ..storage.pg.store import PgStore
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
+from ..storage.usage import COLUMNS as USAGE_COLUMNS
 from ..storage.writes import BATCH, SessionWrite
 
 SESSIONS_PER_ROUND = 200  # sessions whose watermarks are compared in one query
@@ -96,7 +97,10 @@ def plan_session(local: Store, team: PgStore, row: SessionRow) -> SessionWrite:
             "SELECT entry_key, entry_id, type, ts, raw FROM entry WHERE session_id=? AND msg_id IS NULL", (row.id,)
         )
     ]
-    return SessionWrite(row.id, messages, entries, row)
+    unit = SessionWrite(row.id, messages, entries, row)
+    # its model requests as priced here (the team archive ignores those it has: keyed by request)
+    unit.usage = [tuple(r) for r in local.rows(f"SELECT {USAGE_COLUMNS} FROM usage WHERE session_id=?", (row.id,))]
+    return unit
 
 
 def push(local: Store, team: PgStore, progress: Callable[[PushReport], None] | None = None) -> PushReport:

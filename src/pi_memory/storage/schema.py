@@ -46,6 +46,17 @@ Tables
               session, so a re-import does not bring them back.
 - `codec_dict` the zstd dictionaries packed text is compressed with (`codec.py` format 2), by id:
               trained once from the archive's first messages (`Store.text_codec`).
+- `usage`     one row per model request a session file recorded (`core.usage`): its tokens (input,
+              output, cache read, cache write, reasoning), provider, model, and its cost in USD with
+              where that came from (`cost_source`: `session`, or the price table `genai-prices X.Y.Z`,
+              priced at `priced_at`; NULL cost: unknown, never 0). `key` is unique across the
+              archive (a fork's copied request is billed once). Filled by every write path; the
+              data step of m010 fills it for archives made before, from the verbatim lines.
+- `usage_sum` the same summed per (quarter hour, session, provider, model), kept by the writes:
+              what `pi-memory usage` reads (a 1M-message archive's daily view in milliseconds).
+- `context_ledger` what pi-memory itself put into a session's requests that no session file
+              records (the long-term memories appended to the system prompt): per event, chars and
+              estimated tokens (`usage.ledger` adds the folds, compactions and recall results).
 - `review_link` which memory of a workspace addresses which review finding (`pi-memory review
               link`): the finding's key (`sig_` + 8 hex of its signature) and the signature typed.
 """
@@ -324,10 +335,63 @@ MIGRATIONS: list[tuple[str, str]] = [
     ),
 ]
 
+MIGRATIONS.append(
+    (
+        "m012_usage",
+        """
+        CREATE TABLE IF NOT EXISTS usage (
+          key         TEXT    PRIMARY KEY,
+          session_id  TEXT    NOT NULL,
+          ts          INTEGER NOT NULL,
+          provider    TEXT    NOT NULL,
+          model       TEXT    NOT NULL,
+          input       INTEGER NOT NULL,
+          output      INTEGER NOT NULL,
+          cache_read  INTEGER NOT NULL,
+          cache_write INTEGER NOT NULL,
+          reasoning   INTEGER NOT NULL DEFAULT 0,
+          cost        REAL,
+          cost_source TEXT,
+          priced_at   INTEGER
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS usage_session ON usage(session_id, ts);
+        CREATE TABLE IF NOT EXISTS usage_sum (
+          bucket      INTEGER NOT NULL,  -- ts // 900000: a quarter hour, so any time zone's days add up
+          session_id  TEXT    NOT NULL,
+          provider    TEXT    NOT NULL,
+          model       TEXT    NOT NULL,
+          requests    INTEGER NOT NULL,
+          input       INTEGER NOT NULL,
+          output      INTEGER NOT NULL,
+          cache_read  INTEGER NOT NULL,
+          cache_write INTEGER NOT NULL,
+          cost        REAL    NOT NULL,  -- of the priced requests
+          unpriced    INTEGER NOT NULL,  -- requests whose cost is unknown
+          PRIMARY KEY (bucket, session_id, provider, model)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS usage_sum_session ON usage_sum(session_id);
+        CREATE TABLE IF NOT EXISTS context_ledger (
+          id         INTEGER PRIMARY KEY,
+          session_id TEXT    NOT NULL,
+          ts         INTEGER NOT NULL,
+          kind       TEXT    NOT NULL,  -- 'memory': the memories appended to the system prompt of a run
+          chars      INTEGER NOT NULL,
+          tokens     INTEGER NOT NULL,
+          detail     TEXT
+        );
+        CREATE INDEX IF NOT EXISTS context_ledger_session ON context_ledger(session_id, ts);
+        """,
+    )
+)
+
 # Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
 # short transactions (a live writer never waits long), then the version bump. Both the SQL and
 # the step are idempotent, so an interrupted upgrade simply runs them again.
-DATA_STEPS: dict[str, str] = {"m007_surface_chars": "index_surface_chars", "m011_echo_marks": "mark_archived_echoes"}
+DATA_STEPS: dict[str, str] = {
+    "m007_surface_chars": "index_surface_chars",
+    "m011_echo_marks": "mark_archived_echoes",
+    "m012_usage": "backfill_usage",
+}
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

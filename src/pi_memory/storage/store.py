@@ -45,6 +45,7 @@ from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
 from .shared import NO_FILTER, RunFilter, SharedSql
+from .usage import UsageStore
 from .waiting import WaitingLine
 
 if TYPE_CHECKING:
@@ -140,7 +141,7 @@ def _busy_waiter(on_first_look: Callable[[], None] = lambda: None) -> Callable[[
     return wait
 
 
-class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMarks, SharedSql):
+class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMarks, UsageStore, SharedSql):
     """One apsw connection and the SQL the rest of the library needs."""
 
     def __init__(self, path: Path, conn: apsw.Connection) -> None:

@@ -69,6 +69,7 @@ class SessionWrite:
     # was added and the session was still new inside the transaction; otherwise the hooks read it back.
     planned: Any = None
     added: list[int] = field(default_factory=list)  # the ids its new messages got, in order (set by the write)
+    usage: list[Any] = field(default_factory=list)  # the model requests its lines record, priced (`usage.row_of`)
 
 
 def write_sessions(store: Store, units: list[SessionWrite]) -> tuple[int, int]:
@@ -264,6 +265,8 @@ def _write_chunk(store: Store, unit: SessionWrite, chunk: list[NewMessage], firs
     store.finish_batch(unit.session_id, added, totals)
     if first and unit.entries:
         store.insert_entries(unit.entries)
+    if first and unit.usage:
+        store.insert_usage(unit.usage)
     return len(chunk) - len(added)
 
 
@@ -320,7 +323,11 @@ def _index_cost(m: NewMessage) -> int:
 
 
 def write_messages(
-    store: Store, session_id: str, messages: list[NewMessage], entries: list[NewEntry] | None = None
+    store: Store,
+    session_id: str,
+    messages: list[NewMessage],
+    entries: list[NewEntry] | None = None,
+    usage: list[Any] | None = None,
 ) -> tuple[int, int]:
     """Write one session's messages (the session row must exist): live capture's path."""
-    return store.write_sessions([SessionWrite(session_id, messages, list(entries or []))])
+    return store.write_sessions([SessionWrite(session_id, messages, list(entries or []), usage=list(usage or []))])

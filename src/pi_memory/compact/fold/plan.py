@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.tokens import estimate_tokens
 from ..boundary import UNFINISHED_STOPS, tool_call_ids
 from .apply import Applied, locate
 from .records import FoldRecord, Item, Stub
 from .render import args_text, block_text, merge_text, stub_text
-from .view import FOLD_TOOLS, ContextView, content_chars, text_of, tokens
+from .view import FOLD_TOOLS, ContextView, content_chars, text_of
 
 FANOUT = 4  # this many top-level merge blocks of one level merge into one a level higher
 USER_CHARS_BLOCK = 1000  # a user message inside a model's fold keeps this much of its text
@@ -118,7 +119,8 @@ def _auto_trigger(view: ContextView, candidates: list[int], cfg: FoldSettings, f
         return "command"
     if view.runs_after(candidates[0]) >= cfg.after_runs:
         return "age"
-    if tokens(sum(len(text_of(view.messages[i].get("content"))) for i in candidates)) > cfg.budget_tokens:
+    # tokens by kind of text (`core.tokens`): Chinese output reaches the budget at ~half the characters
+    if sum(estimate_tokens(text_of(view.messages[i].get("content"))) for i in candidates) > cfg.budget_tokens:
         return "budget"
     return ""
 
@@ -261,9 +263,10 @@ def _merge_range(view: ContextView, applied: Applied, cfg: FoldSettings, limit: 
     line = max((e for _s, e, _r in merges), default=view.start - 1)
     fresh_spans = [(s, e, r) for s, e, r in applied.spans if r.kind != "merge" and s > line and e < limit]
     fresh_stubs = [i for i in applied.stubs if line < i < limit]
-    cost = sum(len(r.text) for _s, _e, r in fresh_spans) + sum(len(applied.stubs[i][0]) for i in fresh_stubs)
+    cost = sum(estimate_tokens(r.text) for _s, _e, r in fresh_spans)
+    cost += sum(estimate_tokens(applied.stubs[i][0]) for i in fresh_stubs)
     if fresh_spans or fresh_stubs:
-        if tokens(cost) > cfg.merge_tokens:
+        if cost > cfg.merge_tokens:
             return line + 1, max([e for _s, e, _r in fresh_spans] + fresh_stubs), "budget"
     for level in sorted({r.level for _s, _e, r in merges}):
         same = [(s, e) for s, e, r in merges if r.level == level]

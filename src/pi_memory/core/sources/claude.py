@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..render import CUSTOM, SUMMARY, USER, Rendered, render_message, render_text_role
+from ..usage import from_claude
 from .pi import Entry, Header, ParsedSession, Skipped, decode_line, iter_file_lines, parse_iso_ms
 
 AGENT = "claude"
@@ -203,7 +204,11 @@ class ClaudeReader:
         raw = b"\n".join(d.raw for d in group)
         data = dict(first.data, message=dict(first.message, content=blocks))
         parent = _str(first.data.get("parentUuid"))
-        return Entry(first.line_no, "assistant", _str(first.data.get("uuid")), parent, ts, data, raw, rendered)
+        entry = Entry(first.line_no, "assistant", _str(first.data.get("uuid")), parent, ts, data, raw, rendered)
+        # one API request: the last streamed line's numbers (earlier lines may hold partial output counts)
+        fallback = rendered.hash if rendered is not None else entry.key
+        entry.usage = from_claude(last, group[-1].data.get("requestId"), ts, fallback)
+        return entry
 
     def open_tail(self, lines: list[bytes]) -> int:
         """How many trailing lines may still grow into a longer message (one streamed assistant message)."""

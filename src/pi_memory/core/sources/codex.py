@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..render import ASSISTANT, SUMMARY, USER, Rendered, content_text, render_message, render_text_role
+from ..usage import CodexTotal, codex_request
 from .pi import Entry, Header, ParsedSession, Skipped, decode_line, iter_file_lines, parse_iso_ms
 
 AGENT = "codex"
@@ -62,6 +63,9 @@ class CodexReader:
     call_names: dict[str, str] = field(default_factory=dict)
     responses_seen: Counter[tuple[str, str]] = field(default_factory=Counter)
     events_taken: Counter[tuple[str, str]] = field(default_factory=Counter)
+    model: str = ""  # the model of the turn under way (`turn_context`)
+    provider: str = ""  # the thread's `model_provider` (`session_meta`)
+    total: CodexTotal | None = None  # the running token total of the last `token_count` event
 
     def parse(self, lines: Iterable[bytes], start_line: int = 1) -> ParsedSession:
         result = ParsedSession(header=self.header)
@@ -93,6 +97,7 @@ class CodexReader:
         if data.get("type") == "session_meta" and isinstance(payload, dict) and isinstance(payload.get("id"), str):
             ts = parse_iso_ms(payload.get("timestamp")) or parse_iso_ms(data.get("timestamp"))
             self.header = Header(payload["id"], str(payload.get("cwd") or ""), ts, 0, parent_of(payload), AGENT)
+            self.provider = str(payload.get("model_provider") or "")
             return True
         if "type" not in data and isinstance(data.get("id"), str):
             self.legacy = True
@@ -122,9 +127,20 @@ class CodexReader:
         sub = payload.get("type") if isinstance(payload.get("type"), str) else None
         entry = Entry(line_no, f"{kind}:{sub}" if sub else kind, entry_id, self.previous_id, ts, data, raw)
         self.previous_id = entry_id
-        if not self._replayed(ts):
+        replayed = self._replayed(ts)
+        if not replayed:
             entry.rendered = self._render(kind, payload, ts)
+        self._follow_usage(entry, kind, sub, payload, replayed)
         return entry
+
+    def _follow_usage(self, entry: Entry, kind: str, sub: str | None, payload: dict[str, Any], replayed: bool) -> None:
+        """The model of the turn, and a `token_count` event's request (none for a replayed parent's)."""
+        if kind == "turn_context" and isinstance(payload.get("model"), str):
+            self.model = payload["model"]
+        elif kind == "event_msg" and sub == "token_count":
+            key = entry.entry_id or entry.key
+            usage, self.total = codex_request(payload.get("info"), self.total, key, entry.ts, self.provider, self.model)
+            entry.usage = None if replayed else usage
 
     def _replayed(self, ts: int) -> bool:
         """A sub-agent or forked thread starts by replaying its parent's lines, dated before its own start."""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..render import Rendered, render_message, render_text_role
+from ..usage import TokenUsage, from_pi
 
 # Entries that become archived messages; every other type is kept verbatim only.
 MESSAGE_TYPES = ("message", "compaction", "branch_summary", "custom_message")
@@ -54,6 +55,7 @@ class Entry:
     # lines or reshaped (Claude Code, Codex): then it is what parsing `raw` again would give
     data_is_line: bool = False
     packed_raw: bytes | None = None  # a non-message line as `entry.raw` stores it, when a parse worker packed it
+    usage: TokenUsage | None = None  # the model request this line records, if any (`core.usage`)
 
     @cached_property
     def key(self) -> str:
@@ -151,7 +153,25 @@ def _entry(line_no: int, data: dict[str, Any], raw: bytes) -> Entry:
     kind = str(data["type"]) if isinstance(data.get("type"), str) else "unknown"
     entry = Entry(line_no, kind, entry_id, parent, ts, data, raw, data_is_line=True)
     entry.rendered = render_entry(data, ts)
+    entry.usage = usage_of(entry)
     return entry
+
+
+# Entries of pi 1.x that record a model request of their own: a cache warm-up (`usage`), the
+# summary call of a compaction or a branch summary (their `usage`, with the entry's provider/model).
+REQUEST_TYPES = ("usage", "compaction", "branch_summary")
+
+
+def usage_of(entry: Entry) -> TokenUsage | None:
+    """The model request a pi line records: an assistant message's usage, or a 1.x request entry's."""
+    data = entry.data
+    msg = data.get("message")
+    if entry.type == "message" and isinstance(msg, dict) and entry.rendered is not None:
+        return from_pi(msg, entry.rendered.ts, entry.rendered.hash)
+    if entry.type in REQUEST_TYPES and isinstance(data.get("usage"), dict):
+        shaped = {k: data.get(k) for k in ("provider", "model", "usage")}
+        return from_pi(dict(shaped, role="assistant"), entry.ts, entry.key)
+    return None
 
 
 def parse_lines(lines: Iterable[bytes]) -> ParsedSession:

@@ -111,6 +111,15 @@ def reader_for(path: Path, agent: str | None = None) -> Reader:
     return PiReader()
 
 
+def reader_for_agent(agent: str, session_id: str) -> Reader:
+    """A fresh reader of one agent's lines for an archived session (its file may be gone)."""
+    if agent == "claude":
+        return claude.ClaudeReader(fallback_id=session_id)
+    if agent == "codex":
+        return codex.CodexReader(fallback_id=session_id)
+    return PiReader()
+
+
 def read_session_file(path: Path, agent: str | None = None) -> ParsedSession:
     """A whole session file, opened once: its format is sniffed from the lines read (the readers
     hold a file's lines in memory anyway)."""

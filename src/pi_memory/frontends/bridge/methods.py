@@ -12,6 +12,7 @@ from ...archive import Archive, Hit
 from ...archive.present import format_read, format_search, format_stats
 from ..tools.memory import BRIDGE_METHODS as MEMORY_BRIDGE_METHODS
 from ..tools.review import BRIDGE_METHODS as REVIEW_BRIDGE_METHODS
+from ..tools.usage import BRIDGE_METHODS as USAGE_BRIDGE_METHODS
 from .protocol import METHODS, BadParams, method, opt_bool, opt_int, opt_str, req_dict, req_list, req_str
 
 SEARCH_MAX_LIMIT = 50
@@ -138,3 +139,5 @@ def shutdown(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
 METHODS.update(MEMORY_BRIDGE_METHODS)
 # self-review: /review (the report) and /dream (the report as evidence for the model)
 METHODS.update(REVIEW_BRIDGE_METHODS)
+# usage: `session_usage`, "how much did this session cost"
+METHODS.update(USAGE_BRIDGE_METHODS)

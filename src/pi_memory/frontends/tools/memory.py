@@ -384,7 +384,10 @@ def bridge_injection(archive: Archive, params: dict[str, Any]) -> dict[str, Any]
             return {"text": ""}
     else:
         budget = _int_param(params, "budget", INJECTION_BUDGET, 0, 50_000)
-    return {"text": injection_text(archive, cwd, session, budget)}
+    text = injection_text(archive, cwd, session, budget)
+    if session and text:
+        archive.record_context_event(session, "memory", text)  # the context ledger (`pi-memory usage ledger`)
+    return {"text": text}
 
 
 COMMAND_DESCRIPTIONS = {

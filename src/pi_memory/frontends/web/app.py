@@ -181,6 +181,30 @@ class Viewer:
         charts = [views.ledger_plot(row) for row in report.ledger]
         return self.render(request, "review.html", p=p, r=report, charts=charts)
 
+    async def usage(self, request: Request) -> Response:
+        from ...archive.present import usage_cells
+        from .usage_views import day_series, share_plot
+
+        p = views.parse_review(request.query_params, REVIEW_MIN_COUNT)  # since, until, agent: the same checks
+        window = {"since": p.since or None, "until": p.until or None, "agent": p.agent or None}
+        daily = self.archive.usage("daily", **window)
+        by_model, by_project = self.archive.usage("model", **window), self.archive.usage("project", **window)
+        context: dict[str, Any] = dict(usage_cells)
+        return self.render(
+            request,
+            "usage.html",
+            p=p,
+            daily=daily,
+            by_model=by_model,
+            by_project=by_project,
+            tokens_plot=day_series(daily.lines, "tokens"),
+            cost_plot=day_series(daily.lines, "cost"),
+            cache_plot=day_series(daily.lines, "cache"),
+            model_plot=share_plot(by_model.lines),
+            project_plot=share_plot(by_project.lines),
+            **context,
+        )
+
     async def memory(self, request: Request) -> Response:
         ws = (request.query_params.get("ws") or "").strip()
         if not ws:
@@ -314,6 +338,7 @@ def create_app(archive: Archive, settings: Settings | None = None, warm: bool = 
         Route("/session/{sid}", viewer.session),
         Route("/read/{address:path}", viewer.read),
         Route("/review", viewer.review),
+        Route("/usage", viewer.usage),
         Route("/memory", viewer.memory),
         Route("/memory/{action}", viewer.memory_confirm_page, methods=["GET"]),
         Route("/memory/{action}", viewer.memory_action, methods=["POST"]),

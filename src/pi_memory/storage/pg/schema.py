@@ -417,6 +417,69 @@ MIGRATIONS.append(
         """,
     )
 )
+# Usage and cost per model request, their quarter-hour sums, and the context ledger's own events
+# (SQLite m012_usage). Rows carry who wrote them like every table; the requests of sessions archived
+# before are filled by `PgStore.migrate` after it (`UsageStore.backfill_usage`, from the verbatim lines).
+MIGRATIONS.append(
+    (
+        "m008_usage",
+        """
+        CREATE TABLE usage (
+          key         text    PRIMARY KEY,
+          session_id  text    NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          ts          bigint  NOT NULL,
+          provider    text    NOT NULL,
+          model       text    NOT NULL,
+          input       bigint  NOT NULL,
+          output      bigint  NOT NULL,
+          cache_read  bigint  NOT NULL,
+          cache_write bigint  NOT NULL,
+          reasoning   bigint  NOT NULL DEFAULT 0,
+          cost        double precision,
+          cost_source text,
+          priced_at   bigint,
+          written_by  text    NOT NULL DEFAULT current_user,
+          author      text    NOT NULL DEFAULT current_user,
+          host        text    NOT NULL DEFAULT ''
+        );
+        CREATE INDEX usage_session ON usage(session_id, ts);
+        CREATE TABLE usage_sum (
+          bucket      bigint  NOT NULL,
+          session_id  text    NOT NULL REFERENCES session(id) ON DELETE CASCADE,
+          provider    text    NOT NULL,
+          model       text    NOT NULL,
+          requests    bigint  NOT NULL,
+          input       bigint  NOT NULL,
+          output      bigint  NOT NULL,
+          cache_read  bigint  NOT NULL,
+          cache_write bigint  NOT NULL,
+          cost        double precision NOT NULL,
+          unpriced    bigint  NOT NULL,
+          written_by  text    NOT NULL DEFAULT current_user,
+          author      text    NOT NULL DEFAULT current_user,
+          host        text    NOT NULL DEFAULT '',
+          PRIMARY KEY (bucket, session_id, provider, model)
+        );
+        CREATE INDEX usage_sum_session ON usage_sum(session_id);
+        CREATE TABLE context_ledger (
+          id          bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id  text    NOT NULL,
+          ts          bigint  NOT NULL,
+          kind        text    NOT NULL,
+          chars       bigint  NOT NULL,
+          tokens      bigint  NOT NULL,
+          detail      text,
+          written_by  text    NOT NULL DEFAULT current_user,
+          author      text    NOT NULL DEFAULT current_user,
+          host        text    NOT NULL DEFAULT ''
+        );
+        CREATE INDEX context_ledger_session ON context_ledger(session_id, ts);
+        """
+        + _owned_table_policies("usage")
+        + _owned_table_policies("usage_sum")
+        + _owned_table_policies("context_ledger"),
+    )
+)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -29,6 +29,7 @@ from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
 from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
+from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
 from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, token_text, tsquery, without_echoes
@@ -52,7 +53,7 @@ COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 
 
-class PgStore(PgWrites, EchoMarks, SharedSql):
+class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
@@ -134,11 +135,15 @@ class PgStore(PgWrites, EchoMarks, SharedSql):
             self.conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (MIGRATION_LOCK,))
             self.conn.execute(CREATE_VERSION_TABLE)
             current = self.schema_version()
+            applied = []
             for version, (name, sql) in enumerate(MIGRATIONS, start=1):
                 if version <= current:
                     continue
                 self.conn.execute(sql.encode())
                 self.conn.execute("INSERT INTO schema_version(version, name) VALUES (%s, %s)", (version, name))
+                applied.append(name)
+        if "m008_usage" in applied:
+            self.backfill_usage()  # the requests of sessions archived before (idempotent, short transactions)
 
     # --- transactions and plain queries --------------------------------------------
 

@@ -107,6 +107,8 @@ class PgWrites:
         self._insert_raw(sid, [(m, ids[m.hash]) for m in new if m.hash in ids and m.raw is not None])
         if first and unit.entries:
             self._insert_entries(unit.entries)
+        if first and unit.usage:
+            self.insert_usage(unit.usage)  # type: ignore[attr-defined]  # PgStore's (storage.usage.UsageStore)
         inserted = [(m, ids[m.hash]) for m in new if m.hash in ids]
         if inserted:
             self.conn.execute(
