@@ -30,7 +30,7 @@ from ..runs.detail import MessageDetail, RunWindow, is_address, parse_address, r
 from ..runs.forget import ForgetPlan, plan_target
 from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
 from ..search.messages import Filters, Hit, Searcher, SessionHit, current_run_ids, rank_sessions
-from ..search.runs import RunHit, check_kinds, search_summaries
+from ..search.runs import RunHit, RunSearcher, check_kinds
 from ..storage.pg import pg_url
 from ..storage.store import Store, decode_text, default_db_path
 from .memory import REVIEW_MIN_COUNT, MemoryMethods
@@ -62,6 +62,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
     def __init__(self, store: Store) -> None:
         self.store = store
         self.searcher = Searcher(store)
+        self.run_searcher = RunSearcher(store)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -427,8 +428,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
                 extra = (f"({extra[0]}) AND NOT (r.id IN ({runs_of}))", [*extra[1], self.store.list_param(under_way)])
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
-        return search_summaries(
-            self.store,
+        return self.run_searcher.search(
             str(query),
             limit,
             project or None,

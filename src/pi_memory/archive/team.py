@@ -25,7 +25,7 @@ from ..runs import forget as forget_plan
 from ..runs.forget import ForgetPlan
 from ..search.messages import Hit
 from ..search.pg import PgSearcher, TeamFilters, writer_filter
-from ..search.runs import RunHit
+from ..search.runs import RunHit, RunSearcher
 from ..storage.pg.store import PgStore
 from ..storage.store import Store
 from .api import Archive
@@ -47,6 +47,7 @@ class PgArchive(Archive):
         self.pg = pg
         self.store = cast(Store, pg)  # the same store calls as the SQLite Store
         self.searcher = PgSearcher(pg)
+        self.run_searcher = RunSearcher(self.store)
 
     @classmethod
     def connect(cls, url: str) -> PgArchive:

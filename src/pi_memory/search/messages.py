@@ -60,6 +60,7 @@ from ..core.text import (
 )
 from ..storage.store import Store, decode_text
 from . import runs as runsearch
+from .common import DfCache, rarest_within
 
 DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
@@ -74,8 +75,6 @@ RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 # was with 15; 0 cost the CMRC questions 0.976 -> 0.975 R@1
 RECENT_BEHIND_FULL_RARE = 5
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
-DF_CACHE_SIZE = 20_000
-DF_STALE_GROWTH = 0.02
 MAX_LIMIT = 100
 AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
 # candidates' texts kept decoded and lower-cased by a searcher (~5 MB at most): a long-lived one (bridge,
@@ -160,17 +159,6 @@ class QueryPlan:
     surface: list[QueryToken] = field(default_factory=list)
 
 
-def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) -> list[QueryToken]:
-    """The rarest tokens (`present` is ordered by df) whose postings together fit the budget."""
-    rare: list[QueryToken] = []
-    for t in present:
-        if df[t.text] > budget:
-            break
-        rare.append(t)
-        budget -= df[t.text]
-    return rare
-
-
 def fts_index(token: QueryToken, include_echoes: bool = True) -> tuple[str, str]:
     """The FTS5 table that holds a token and the expression that finds it there (echoes left out
     unless included)."""
@@ -188,32 +176,6 @@ def not_among(column: str, ids: tuple[int, ...], store: Store) -> tuple[str, lis
 def without_surface(tokens: list[QueryToken]) -> list[QueryToken]:
     """Common tokens anchor the recent track; a typed spelling there would hide the folded matches."""
     return [t for t in tokens if t.kind != "surface"]
-
-
-class DfCache:
-    """token -> document frequency, dropped wholesale when the archive grows > 2%."""
-
-    def __init__(self) -> None:
-        self._items: OrderedDict[str, int] = OrderedDict()
-        self._at_docs = -1
-        self.generation = 0  # bumped on every reset, so other per-archive caches can follow
-
-    def check(self, n_docs: int) -> None:
-        if self._at_docs < 0 or abs(n_docs - self._at_docs) > DF_STALE_GROWTH * max(self._at_docs, 1):
-            self._items.clear()
-            self._at_docs = n_docs
-            self.generation += 1
-
-    def get(self, key: str) -> int | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
-
-    def put(self, key: str, value: int) -> None:
-        self._items[key] = value
-        if len(self._items) > DF_CACHE_SIZE:
-            self._items.popitem(last=False)
 
 
 class Searcher:

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..core.text import QueryToken
 from ..storage.pg.sql import indexable, lexeme, tsquery, without_echoes
-from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, not_among, rarest_within
+from .common import rarest_within
+from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, not_among
 from .messages import filter_sql as shared_filter_sql
 
 if TYPE_CHECKING:

@@ -6,8 +6,9 @@ contentless FTS5 index, `run_fts`, cut by the same tokenizer as messages) and
 returns one line per run; `scope="content"` is the message search. Both are
 bounded the same way: candidates are the runs of the rarest query tokens (a
 postings budget) and the newest runs holding any other token (`_candidates`),
-scored exactly by `ranking.score_text` (BM25 plus a phrase bonus) over the
-summary text, recency breaking ties.
+scored exactly by `scoring.score_documents` (the message track's scoring: BM25
+over every query token, phrases, the typed spelling first) over the summary
+text, recency breaking ties.
 
 The content track gains filters by kind (`tool_call` = an assistant message
 that called a tool) and by file path (messages and runs that read or changed
@@ -19,17 +20,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import ranking
+from ..core import ranking, scoring
 from ..core.summary import fields_search_text
-from ..core.text import QueryToken, normalize, query_tokens
+from ..core.text import QueryToken, normalize, normalize_lower, query_tokens, typed_forms, typed_runs
 from ..errors import BadInput
 from ..runs.table import RUN_COLUMNS, RunInfo, run_filters, run_from_row
 from ..storage.store import Store
+from .common import DfCache, rarest_within
 
 RARE_RUN_POSTINGS = 2_000  # runs of the rarest query tokens read in full per query
-RARE_RUN_CANDIDATES = 200  # of those, the ones holding the most weight are scored
-RECENT_RUN_CANDIDATES = 200  # newest runs holding any other query token, scored too
-DF_CAP = 20_000  # document frequencies are counted exactly up to here
+# Of those, the ones holding the most weight are scored, and the newest holding the other tokens:
+# as many as the message track scores (`messages.RARE_CANDIDATES`, `RECENT_CANDIDATES`). At 200 and
+# 200 the summary track read and scored ~300 runs a query: p95 27 ms at 30k messages
+# (bench/results/pg_scale.json), against the message track's ~5.
+RARE_RUN_CANDIDATES = 30
+RECENT_RUN_CANDIDATES = 15
+RECENT_ANCHORS = 3  # the recent track's anchors, as the message track's (spec 000 §7.1)
+DF_EXACT_CAP = 5_000  # run counts are exact up to here, estimated above (`Store.run_summary_df`)
+AVG_LEN_SAMPLE = 500  # newest runs whose mean summary length stands for the archive's
 MAX_LIMIT = 100
 # One vocabulary of message kinds for `search --kind` and `recall --kind` (and the recall tool).
 KINDS = ("user", "assistant", "tool_call", "tool_result", "tool_error", "bash", "custom", "summary")
@@ -121,97 +129,114 @@ def _filters(
     return " AND ".join(clauses), params
 
 
-def search_summaries(
-    store: Store,
-    query: str,
-    limit: int = 10,
-    project: str | None = None,
-    since_ms: int | None = None,
-    session_id: str | None = None,
-    path: str | None = None,
-    kinds: tuple[str, ...] = (),
-    extra: tuple[str, list[Any]] = ("TRUE", []),
-    agent: str | None = None,
-    echoes: bool = False,
-) -> list[RunHit]:
-    """Runs whose navigation summary matches the query, best first.
+class RunSearcher:
+    """The summary track over one archive: `search` ranks runs by their summaries. Like the message
+    searcher it keeps, per process, the run counts of the tokens it met and the mean summary length,
+    both read again when the runs grew by 2%."""
 
-    `extra` is one more condition over `run r` (a team archive's who-wrote-it filter). Runs that only
-    asked the archive (`core.echo`) are left out unless `echoes`.
-    """
-    tokens = query_tokens(query)
-    if not tokens:
-        return []
-    with store.read():
-        counters = store.counters()
-        df = {t.text: store.run_summary_df(t, DF_CAP) for t in tokens}
-        present = [t for t in tokens if df[t.text] > 0]
-        if not present:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.df_cache = DfCache()
+        self._average: tuple[int, float] | None = None  # (df cache generation, mean length in tokens)
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since_ms: int | None = None,
+        session_id: str | None = None,
+        path: str | None = None,
+        kinds: tuple[str, ...] = (),
+        extra: tuple[str, list[Any]] = ("TRUE", []),
+        agent: str | None = None,
+        echoes: bool = False,
+    ) -> list[RunHit]:
+        """Runs whose navigation summary matches the query, best first.
+
+        `extra` is one more condition over `run r` (a team archive's who-wrote-it filter). Runs that
+        only asked the archive (`core.echo`) are left out unless `echoes`.
+        """
+        tokens = query_tokens(query)
+        if not tokens:
             return []
-        where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
-        where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
-        # the filters apply while candidates are chosen: a session's old runs are not crowded out
-        candidates = _candidates(store, present, df, counters.get("run_docs", 0), (where, params), echoes)
-        sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
-                  WHERE {store.sql_in_list("r.id")} AND {where}"""
-        rows = store.rows(sql, [store.list_param(candidates)] + params)
-    hits = _score(query, [run_from_row(r) for r in rows], tokens, present, df, counters)
-    return hits[: max(1, min(int(limit), MAX_LIMIT))]
+        store = self.store
+        with store.read():
+            n_runs = store.counters().get("run_docs", 0)
+            self.df_cache.check(n_runs)
+            df = {t.text: self._df(t) for t in tokens}
+            present = sorted((t for t in tokens if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
+            if not present:
+                return []
+            where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
+            where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
+            weights = ranking.token_weights(present, df, n_runs, normalize(query))
+            # the filters apply while candidates are chosen: a session's old runs are not crowded out
+            candidates = _candidates(store, present, df, weights, (where, params), echoes)
+            sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
+                      WHERE {store.sql_in_list("r.id")} AND {where}"""
+            runs = [run_from_row(r) for r in store.rows(sql, [store.list_param(candidates)] + params)]
+            lengths = store.run_token_counts([r.id for r in runs])
+            average = self._average_length()
+        hits = _score(query, runs, present, weights, lengths, average)
+        return hits[: max(1, min(int(limit), MAX_LIMIT))]
+
+    def _df(self, token: QueryToken) -> int:
+        cached = self.df_cache.get(token.text)
+        if cached is None:
+            cached = self.store.run_summary_df(token, DF_EXACT_CAP)
+            self.df_cache.put(token.text, cached)
+        return cached
+
+    def _average_length(self) -> float:
+        """The mean summary length (tokens) BM25 normalizes by, from the newest runs' index entries."""
+        if self._average is None or self._average[0] != self.df_cache.generation:
+            sample = self.store.run_token_sample(AVG_LEN_SAMPLE)
+            self._average = (self.df_cache.generation, sum(sample) / len(sample) if sample else 0.0)
+        return self._average[1]
 
 
 def _candidates(
     store: Store,
     present: list[QueryToken],
     df: dict[str, int],
-    n_runs: int,
+    weights: dict[str, float],
     where: tuple[str, list[Any]],
     echoes: bool = False,
 ) -> list[int]:
-    """The runs worth scoring, read in bounded steps whatever the number of runs.
+    """The runs worth scoring, read in bounded steps whatever the number of runs, as messages are.
 
-    The rare track reads every run holding the rarest tokens (up to `RARE_RUN_POSTINGS` in all)
-    and keeps the `RARE_RUN_CANDIDATES` holding the most weight of them, so an old run is found by
-    the one unusual word it has; the recent track adds the newest `RECENT_RUN_CANDIDATES` runs
-    holding any other token. Scoring each candidate exactly costs tens of µs in Python: this keeps
-    it to a few hundred runs per query.
+    The rare track reads every run holding the rarest tokens (up to `RARE_RUN_POSTINGS` postings in
+    all), sums their weights inside the index and keeps the `RARE_RUN_CANDIDATES` holding the most,
+    so an old run is found by the one unusual word it has; the recent track adds the newest
+    `RECENT_RUN_CANDIDATES` runs holding all of up to three of the other tokens (any of them, when
+    none holds them all and the rare track found nothing).
     """
-    ordered = sorted(present, key=lambda t: df[t.text])
-    rare: list[QueryToken] = []
-    budget = RARE_RUN_POSTINGS
-    for t in ordered:
-        if df[t.text] > budget:
-            break
-        rare.append(t)
-        budget -= df[t.text]
-    weight: dict[int, float] = {}
-    for t in rare:
-        w = ranking.token_weight(t, df[t.text], n_runs)
-        for run_id in store.run_summary_postings(t, df[t.text], where, echoes):
-            weight[run_id] = weight.get(run_id, 0.0) + w
-    chosen = sorted(weight, key=lambda i: (weight[i], i), reverse=True)[:RARE_RUN_CANDIDATES]
-    common = ordered[len(rare) :]
+    rare = rarest_within(present, df, RARE_RUN_POSTINGS)
+    chosen = store.run_summary_rare([(t, weights[t.text]) for t in rare], RARE_RUN_CANDIDATES, where, echoes)
+    common = present[len(rare) :][:RECENT_ANCHORS]
     if common:
-        chosen += store.run_summary_recent(common, RECENT_RUN_CANDIDATES, where, echoes)
-    return sorted(set(chosen), reverse=True)
+        recent = store.run_summary_recent(common, RECENT_RUN_CANDIDATES, where, echoes, all_of=True)
+        if not recent and not chosen:
+            recent = store.run_summary_recent(common, RECENT_RUN_CANDIDATES, where, echoes)
+        chosen += [r for r in recent if r not in chosen]
+    return chosen
 
 
 def _score(
     query: str,
     runs: list[RunInfo],
-    tokens: list[QueryToken],
     present: list[QueryToken],
-    df: dict[str, int],
-    counters: dict[str, int],
+    weights: dict[str, float],
+    lengths: dict[int, int],
+    average: float,
 ) -> list[RunHit]:
-    """BM25 plus phrase bonus over each run's summary text; newer runs win ties."""
-    n_docs = counters.get("run_docs", 0)
-    weights = {t.text: ranking.token_weight(t, df[t.text], n_docs) for t in tokens}
-    avg = counters.get("run_chars", 0) / n_docs if n_docs else 1.0
-    phrases = ranking.query_phrases(normalize(query), weights)
-    scored = []
-    for run in runs:
-        score = ranking.score_text(normalize(fields_search_text(run.fields)), present, weights, phrases, avg)
-        if score > 0:
-            scored.append(RunHit(run, score))
+    """`scoring.score_documents` (BM25 over every query token, the typed spelling first, phrases)
+    over each run's summary text, all at once; newer runs win ties."""
+    texts = [fields_search_text(run.fields) for run in runs]
+    counted = [float(lengths.get(run.id) or ranking.doc_tokens(text)) for run, text in zip(runs, texts, strict=True)]
+    prepared = scoring.prepare(present, weights, normalize(query), typed_forms(query), typed_runs(query))
+    results = scoring.score_documents([normalize_lower(t) for t in texts], counted, average or 1.0, prepared)
+    scored = [RunHit(run, r.score) for run, r in zip(runs, results, strict=True) if r.score > 0]
     scored.sort(key=lambda h: (h.score, h.run.start_ts, h.run.id), reverse=True)
     return scored

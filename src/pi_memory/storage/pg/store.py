@@ -426,43 +426,67 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
         return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
 
-    def run_summary_postings(
-        self, token: QueryToken, limit: int, where: RunFilter = NO_FILTER, echoes: bool = False
+    def run_summary_rare(
+        self,
+        weighted: Sequence[tuple[QueryToken, float]],
+        limit: int,
+        where: RunFilter = NO_FILTER,
+        echoes: bool = False,
     ) -> list[int]:
-        if not indexable(token.text):
+        """The `limit` runs holding the most weight of these (rare) tokens, summed in SQL (as on SQLite)."""
+        usable = [(t, w) for t, w in weighted if indexable(t.text)]
+        if not usable:
             return []
-        query = tsquery([token])
-        return self._runs_matching(
-            "r.tokens @@ %s::tsquery", query if echoes else without_echoes(query), 0, limit, where
-        )
+        parts, params = [], []
+        for token, weight in usable:
+            query = tsquery([token])
+            parts.append("SELECT id, %s::float8 AS w FROM run WHERE tokens @@ %s::tsquery")
+            params += [weight, query if echoes else without_echoes(query)]
+        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({' UNION ALL '.join(parts)}) u GROUP BY id) c"
+        if where[0] != NO_FILTER[0]:
+            sql += f" JOIN run r ON r.id = c.id JOIN session s ON s.id = r.session_id WHERE {where[0]}"
+            params += list(where[1])
+        return [int(r[0]) for r in self.rows(sql + " ORDER BY c.s DESC, c.id DESC LIMIT %s", [*params, limit])]
 
     def run_summary_recent(
-        self, tokens: Sequence[QueryToken], limit: int, where: RunFilter = NO_FILTER, echoes: bool = False
+        self,
+        tokens: Sequence[QueryToken],
+        limit: int,
+        where: RunFilter = NO_FILTER,
+        echoes: bool = False,
+        all_of: bool = False,
     ) -> list[int]:
-        """The newest runs holding any of the tokens, among the newest `RUN_WINDOW` run ids."""
+        """The newest runs holding any (`all_of`: every one) of the tokens, among the newest `RUN_WINDOW`."""
         usable = [t for t in tokens if indexable(t.text)]
         if not usable:
             return []
         low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
         # `IS TRUE` hides the match from the GIN index: the plan walks back along the primary key
         # and stops at `limit` matches, instead of reading every match of the window first
-        walk = self._expected_in_window(usable) >= RUN_WALK_FROM_EXPECTED * limit
+        walk = self._expected_in_window(usable, all_of) >= RUN_WALK_FROM_EXPECTED * limit
         match = "(r.tokens @@ %s::tsquery) IS TRUE" if walk else "r.tokens @@ %s::tsquery"
-        query = tsquery(usable, "|")
+        query = tsquery(usable, "&" if all_of else "|")
         return self._runs_matching(match, query if echoes else without_echoes(query), low, limit, where)
+
+    def run_token_counts(self, run_ids: Sequence[int]) -> dict[int, int]:
+        return {}  # no index-kept lengths here: the searcher counts them from the text
+
+    def run_token_sample(self, n: int) -> list[int]:
+        return []
 
     def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
         join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""
         sql = f"SELECT r.id FROM run r{join} WHERE {match} AND r.id > %s AND {where[0]} ORDER BY r.id DESC LIMIT %s"
         return [int(r[0]) for r in self.rows(sql, [query, low, *where[1], limit])]
 
-    def _expected_in_window(self, tokens: list[QueryToken]) -> float:
-        """Runs of the window expected to hold any of the tokens, assuming they occur independently."""
+    def _expected_in_window(self, tokens: list[QueryToken], all_of: bool = False) -> float:
+        """Runs of the window expected to hold any (every) of the tokens, assuming they occur independently."""
         runs = max(self.counters().get("run_docs", 0), 1)
-        none = 1.0
-        for t in tokens:
-            none *= 1.0 - min(1.0, self._run_df.get(t.text, 0) / runs)
-        return min(runs, RUN_WINDOW) * (1.0 - none)
+        shares = [min(1.0, self._run_df.get(t.text, 0) / runs) for t in tokens]
+        share = 1.0
+        for x in shares:
+            share *= x if all_of else 1.0 - x
+        return min(runs, RUN_WINDOW) * (share if all_of else 1.0 - share)
 
     # --- after-write hooks (runs), as on the SQLite store ------------------------------------
 
