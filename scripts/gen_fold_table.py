@@ -11,7 +11,8 @@ is run again:
 
     python scripts/gen_fold_table.py
 
-It also writes `FOLD_TRIGGERS`: with TRADITIONAL, the characters without which opencc's t2s
+It also writes `SIMPLIFIED_ONLY` (the characters of SIMPLIFIED that s2t converts: a traditional text
+holds them only where it mixes in the simplified script) and `FOLD_TRIGGERS`: with TRADITIONAL, the characters without which opencc's t2s
 leaves a text as it is (`text.fold_chinese` skips opencc for such text, ~25 us a message). A
 phrase can change with no traditional character in it (`回覆` -> `回复`), so each such phrase
 of opencc's TSPhrases dictionary gives the character it changes, read from the installed
@@ -105,6 +106,14 @@ def phrase_starts(folds: dict[str, str]) -> str:
     return "".join(sorted(starts))
 
 
+def simplified_only(simplified: str) -> str:
+    """The characters others fold to that opencc's s2t writes otherwise (`发` -> `發`): the ones a
+    traditional text holds only where it mixes in the simplified script (`了`, `只` are written
+    so in both, and are left out)."""
+    converter = opencc.OpenCC("s2t")
+    return "".join(sorted(c for c in set(simplified) if converter.convert(c) != c))
+
+
 def literal(chars: str) -> str:
     """A string literal, in lines of PER_LINE characters when it is longer (as ruff formats it)."""
     if len(chars) <= PER_LINE:
@@ -119,6 +128,7 @@ def main() -> None:
     simplified = "".join(folds[c] for c in traditional)
     triggers = fold_triggers(set(traditional))
     alone, starts = untabled(set(traditional)), phrase_starts(folds)
+    only = simplified_only(simplified)
     OUT.write_text(
         '"""Traditional -> simplified Chinese, one character at a time: generated, do not edit.\n\n'
         "Written by `scripts/gen_fold_table.py` from opencc's t2s conversion; TRADITIONAL[i]\n"
@@ -133,7 +143,10 @@ def main() -> None:
         "# characters t2s changes alone that the table does not hold, and the first two characters of\n"
         "# each phrase t2s converts otherwise than character by character.\n"
         f"UNTABLED = {literal(alone)}\n\n"
-        f"PHRASE_STARTS = {literal(starts)}\n",
+        f"PHRASE_STARTS = {literal(starts)}\n\n"
+        "# The characters of SIMPLIFIED that opencc's s2t converts (see the script): those a traditional\n"
+        "# text holds only as typed in the simplified script, which the typed-script index keeps.\n"
+        f"SIMPLIFIED_ONLY = {literal(only)}\n",
         encoding="utf-8",
     )
     print(

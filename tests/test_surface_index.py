@@ -3,8 +3,11 @@ archives written before, once upgraded (SQLite m007_surface_chars, PostgreSQL m0
 
 from __future__ import annotations
 
+import pytest
+
 from pi_memory import Archive
 from pi_memory.core.text import QueryToken, surface_chars, surface_tokens
+from pi_memory.search import messages, pg
 from pi_memory.storage.pg.schema import MIGRATIONS as PG_MIGRATIONS
 from pi_memory.storage.schema import MIGRATIONS
 from test_search_ranking import _fill
@@ -55,3 +58,27 @@ def test_an_archive_written_before_finds_a_character_as_typed_once_upgraded(arch
         # the folded tokens and the lengths the scores use are as they were
         assert [(h.msg_id, h.score) for h in upgraded.search("构造函数", limit=10)] == simplified
         assert upgraded.stats().messages == 1 + len(NEWER)
+
+
+TRADITIONAL_PAGES = [f"第{i}回：那時節，人人都說時運不濟，時候未到。" for i in range(150)]
+SIMPLIFIED_ELSEWHERE = [f"第{i}个组件更新的时候需要重新渲染，时间很短。" for i in range(250)]
+ONE_MIXED = "那時節有人寫了一個时字，與眾不同。"
+
+
+def test_a_simplified_character_typed_comes_first_where_its_traditional_form_fills_the_rest(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+):
+    # `时` typed: the one traditional page that holds it as typed, not the 150 that hold `時`, even
+    # when `时` is in more messages (elsewhere) than the rare track reads
+    monkeypatch.setattr(messages, "RARE_POSTINGS_BUDGET", 200)
+    monkeypatch.setattr(pg, "PG_RARE_POSTINGS_BUDGET", 200)
+    ids = _fill(archive, {"classics": [*TRADITIONAL_PAGES[:70], ONE_MIXED, *TRADITIONAL_PAGES[70:]]})
+    _fill(archive, {"vue": SIMPLIFIED_ELSEWHERE})
+    assert archive.search("时", limit=3, project="classics")[0].msg_id == ids[ONE_MIXED]
+    # and the other way round: `時` typed finds the traditional pages, never the simplified ones
+    assert all(h.project == "classics" for h in archive.search("時", limit=10))
+
+
+def test_a_simplified_character_typed_comes_first_when_it_is_rare(archive: Archive):
+    ids = _fill(archive, {"classics": [*TRADITIONAL_PAGES[:70], ONE_MIXED, *TRADITIONAL_PAGES[70:]]})
+    assert archive.search("时", limit=3)[0].msg_id == ids[ONE_MIXED]

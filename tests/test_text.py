@@ -173,6 +173,18 @@ def test_the_shipped_fold_triggers_are_what_the_installed_opencc_says():
     folds = dict(zip(fold_table.TRADITIONAL, fold_table.SIMPLIFIED, strict=True))
     assert fold_table.PHRASE_STARTS == gen.phrase_starts(folds)
     assert "乾隆" in [fold_table.PHRASE_STARTS[i : i + 2] for i in range(0, len(fold_table.PHRASE_STARTS), 2)]
+    assert fold_table.SIMPLIFIED_ONLY == gen.simplified_only(fold_table.SIMPLIFIED)
+    assert "发" in fold_table.SIMPLIFIED_ONLY and "了" not in fold_table.SIMPLIFIED_ONLY
+
+
+def test_a_text_in_the_other_script_keeps_its_simplified_only_characters_as_typed_too():
+    from pi_memory.core.text import surface_text, typed_targets
+
+    # a traditional text with one simplified character mixed in: both kept as typed
+    assert surface_text("這個时間了") == "個 這 間 时"
+    assert typed_targets("這個时間了") == ["时"]  # `了` is written so in both scripts
+    # a simplified text keeps nothing as typed: the folded index holds it as it is
+    assert surface_text("这个时间") == ""
 
 
 def test_fast_normalization_folds_traditional_characters_and_keeps_the_length():

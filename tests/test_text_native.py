@@ -140,8 +140,10 @@ def test_surface_text_is_the_typed_characters_joined_on_real_and_random_text(pur
         monkeypatch.setattr(text, "_native_surface", lambda: None)
     samples = EDGES + session_texts() + fuzz(5_000) + ["構造 構 燦爛 寶玉 宝玉 𠀀 the end" * 40]
     for s in samples:
-        assert text.surface_text(s) == " ".join(text.surface_chars(s)), repr(s)
-    assert text.surface_text("構造 構 燦爛 构") == "構 燦 爛"
+        found = text.surface_chars(s)
+        expected = found + text.typed_targets(s) if found else []
+        assert text.surface_text(s) == " ".join(expected), repr(s)
+    assert text.surface_text("構造 構 燦爛 构") == "構 燦 爛 构"
 
 
 def test_pi_memory_pure_python_turns_the_c_scan_off() -> None:

@@ -277,6 +277,13 @@ def surface_forms(folded: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
+def other_script_chars(folded: str) -> tuple[str, ...]:
+    """The characters of a folded CJK token's other spellings that fold to one of its own (`發`, `髮`
+    for `发`): the ones the index keeps as typed (`surface_chars`)."""
+    variants = _char_variants()
+    return tuple(sorted({v for ch in folded for v in variants.get(ch, ())}))
+
+
 def typed_forms(query: str) -> dict[str, set[str]]:
     """folded CJK char or bigram -> the spellings the user typed for it (lower-cased).
 
@@ -342,13 +349,32 @@ def surface_chars(text: str) -> list[str]:
 
 
 def surface_text(text: str) -> str:
-    """`surface_chars(text)` space-joined, as the `msg_typed` index is written: by one scan in C
-    when the optional extension is built (a bitmap of the folding characters: ~29 -> ~3 us on a
-    700-character message)."""
+    """What the `msg_typed` index keeps of a text, space-joined: `surface_chars(text)` (by one scan in C
+    when the optional extension is built, a bitmap of the folding characters: ~29 -> ~3 us on a
+    700-character message), and, in a text that has any, the characters they fold to that it holds
+    as typed (`typed_targets`), so either spelling typed finds a mixed text by the one it holds."""
     surface = _native_surface()
     if surface is None or text.isascii():
-        return " ".join(surface_chars(text))
-    return surface(text, _traditional_bitmap())
+        found = " ".join(surface_chars(text))
+    else:
+        found = surface(text, _traditional_bitmap())
+    if not found:
+        return found
+    targets = typed_targets(text)
+    return f"{found} {' '.join(targets)}" if targets else found
+
+
+def typed_targets(text: str) -> list[str]:
+    """The characters of a text written only in the simplified script that others fold to (`发` of
+    `發`, `髮`; `fold_table.SIMPLIFIED_ONLY`), as typed: in a text written in the other script, the one
+    `发` is what a person typing `发` looks for (`了`, written so in both scripts, is not among them:
+    it would be in every traditional text)."""
+    return sorted(set(text) & _simplified_only())
+
+
+@lru_cache(maxsize=1)
+def _simplified_only() -> frozenset[str]:
+    return frozenset(fold_table.SIMPLIFIED_ONLY)
 
 
 @lru_cache(maxsize=1)

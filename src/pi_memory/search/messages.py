@@ -51,6 +51,7 @@ from ..core.text import (
     fts_or,
     normalize,
     normalize_lower,
+    other_script_chars,
     query_phrases_for_snippet,
     query_tokens,
     snippet,
@@ -157,6 +158,25 @@ class QueryPlan:
     # characters typed in a script that folds to another (`構` for `构`): candidates only (the rare
     # track, when few messages hold them as typed); their folded forms are in `tokens`, and scored
     surface: list[QueryToken] = field(default_factory=list)
+    # a CJK token typed in its folded spelling (`发`) that has others (`發`, `髮`) -> the characters of
+    # those others, as the typed-script index keeps them: the messages holding the token but none of
+    # them hold it as typed, and are candidates first (`Searcher._rare_candidates`)
+    exact: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # those of them that are characters held as typed by few messages written in the other script
+    # (`text.typed_targets`): read from the typed-script index whatever their df (rare track)
+    exact_typed: tuple[str, ...] = ()
+
+
+def typed_as_folded(query: str, tokens: list[QueryToken]) -> dict[str, tuple[str, ...]]:
+    """`QueryPlan.exact`: the CJK tokens the query typed in their folded spelling that have others."""
+    typed = typed_forms(query)
+    out = {}
+    for t in tokens:
+        if t.kind in ("char", "gram") and t.text in typed.get(t.text, ()):
+            others = other_script_chars(t.text)
+            if others:
+                out[t.text] = others
+    return out
 
 
 def fts_index(token: QueryToken, include_echoes: bool = True) -> tuple[str, str]:
@@ -226,18 +246,33 @@ class Searcher:
         df = {t.text: self.document_frequency(t, n_docs) for t in tokens + surface}
         present = sorted((t for t in tokens + surface if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
         rare = rarest_within(present, df, RARE_POSTINGS_BUDGET)
-        return QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface)
+        exact = typed_as_folded(query, tokens)
+        typed_in_others = [QueryToken(ch, "surface") for ch in exact if len(ch) == 1]
+        budget = RARE_POSTINGS_BUDGET
+        exact_typed = tuple(t.text for t in typed_in_others if 0 < self.document_frequency(t, n_docs) <= budget)
+        return QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
 
     # --- candidates ------------------------------------------------------------------
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
-        if not plan.rare:
+        if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
         for t in plan.rare:
             table, expr = fts_index(t, filters.include_echoes)
             parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
             params += [weights[t.text], expr]
+            if t.text in plan.exact:  # as typed: once more for the messages holding no other spelling
+                others = fts_or([QueryToken(ch, "surface") for ch in plan.exact[t.text]])
+                parts.append(
+                    f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "
+                    "AND rowid NOT IN (SELECT rowid FROM msg_typed WHERE msg_typed MATCH ?)"
+                )
+                params += [weights[t.text], expr, others]
+        for text in plan.exact_typed:  # a character typed as a text in the other script holds it
+            token = QueryToken(text, "surface")
+            parts.append("SELECT rowid AS id, ? AS w FROM msg_typed WHERE msg_typed MATCH ?")
+            params += [weights[text], token.fts() if filters.include_echoes else without_echoes(token.fts())]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
         outside, oparams = not_among("id", filters.exclude_ids, self.store)

@@ -129,7 +129,9 @@ class PgSearcher(Searcher):
         self._df, self._n_docs = plan.df, plan.n_docs
         present = plan.rare + plan.common  # ordered by df, rarest first
         rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
-        return QueryPlan(plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface)
+        return QueryPlan(
+            plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface, plan.exact, plan.exact_typed
+        )
 
     def common_shares(self, n_docs: int) -> dict[str, float]:
         """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
@@ -166,12 +168,19 @@ class PgSearcher(Searcher):
         return self.pg.estimate_df_from_window("msg", token, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
-        if not plan.rare:
+        if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
         for t in plan.rare:
             parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
             params += [weights[t.text], pg_match(tsquery([t]), filters)]
+            if t.text in plan.exact:  # as typed: once more for the rows holding no other spelling
+                others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
+                parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
+                params += [weights[t.text], pg_match(f"{tsquery([t])} & !({others})", filters)]
+        for text in plan.exact_typed:  # a character typed as a text in the other script holds it
+            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
+            params += [weights[text], pg_match(tsquery([QueryToken(text, "surface")]), filters)]
         union = " UNION ALL ".join(parts)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         params += oparams

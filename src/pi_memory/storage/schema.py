@@ -387,10 +387,21 @@ MIGRATIONS.append(
 # Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
 # short transactions (a live writer never waits long), then the version bump. Both the SQL and
 # the step are idempotent, so an interrupted upgrade simply runs them again.
+MIGRATIONS.append(
+    (
+        "m013_typed_targets",
+        # the data step: `msg_typed` of the messages written in a script that folds to another
+        # gains the characters they hold that others fold to (`text.typed_targets`), so a character
+        # typed in the folded script finds the one such text that holds it as typed
+        "",
+    )
+)
+
 DATA_STEPS: dict[str, str] = {
     "m007_surface_chars": "index_surface_chars",
     "m011_echo_marks": "mark_archived_echoes",
     "m012_usage": "backfill_usage",
+    "m013_typed_targets": "index_typed_targets",
 }
 
 SCHEMA_VERSION = len(MIGRATIONS)

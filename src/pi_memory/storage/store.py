@@ -378,6 +378,21 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
                     self.conn.execute("DELETE FROM msg_typed WHERE rowid = ?", (msg_id,))
                     self.index_typed(msg_id, text)
 
+    def index_typed_targets(self) -> None:
+        """m013's data step: `msg_typed` written again for the messages that have an entry there (idempotent)."""
+        last = 0
+        while rows := self.rows(
+            """SELECT m.id, m.text, m.echo FROM msg_typed_docsize d JOIN msg m ON m.id = d.id
+               WHERE d.id > ? ORDER BY d.id LIMIT ?""",
+            (last, self.DATA_STEP_BATCH),
+        ):
+            last = int(rows[-1][0])
+            texts = [(int(i), decode_text(raw), bool(echo)) for i, raw, echo in rows]
+            with self.write():
+                for msg_id, text, echo in texts:
+                    self.conn.execute("DELETE FROM msg_typed WHERE rowid = ?", (msg_id,))
+                    self.index_typed(msg_id, text, echo=echo)
+
     def integrity_errors(self) -> list[str]:
         rows = [str(r[0]) for r in self.conn.execute("PRAGMA integrity_check")]
         return [] if rows == ["ok"] else rows

@@ -24,7 +24,7 @@ The tables mirror the SQLite archive (`schema.py`), with three differences:
 from __future__ import annotations
 
 from ...core.echo import ARCHIVE_TOOLS, ECHO_TOKEN
-from ...core.fold_table import TRADITIONAL
+from ...core.fold_table import SIMPLIFIED_ONLY, TRADITIONAL
 
 ADMIN_ROLE = "pi_memory_admin"
 
@@ -478,6 +478,20 @@ MIGRATIONS.append(
         + _owned_table_policies("usage")
         + _owned_table_policies("usage_sum")
         + _owned_table_policies("context_ledger"),
+    )
+)
+
+# The characters others fold to, as typed, for rows written in a script that folds to another
+# (`text.typed_targets`, SQLite m013_typed_targets): `t:发` beside `t:發` in a traditional text.
+_TARGET_CLASS = "[" + SIMPLIFIED_ONLY + "]"
+MIGRATIONS.append(
+    (
+        "m009_typed_targets",
+        f"""
+        UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY(
+            SELECT DISTINCT 't:' || found[1] FROM regexp_matches(text, '{_TARGET_CLASS}', 'g') AS found))
+        WHERE indexed AND text ~ '{_FOLDABLE_CLASS}';
+        """,
     )
 )
 

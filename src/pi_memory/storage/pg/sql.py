@@ -10,7 +10,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...core.echo import ECHO_TOKEN
-from ...core.text import QueryToken, surface_chars
+from ...core.text import QueryToken, surface_text
 from ...errors import ArchiveError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def message_tokens(m: NewMessage) -> list[str]:
     if not m.indexed:
         return []
     # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
-    typed = {TYPED_PREFIX + ch for ch in surface_chars(m.text)}
+    typed = {TYPED_PREFIX + ch for ch in surface_text(m.text).split()}
     echo = {ECHO_TOKEN} if m.echo else set()
     return sorted(
         t for t in set(token_text(m.chars).split()) | set(token_text(m.grams).split()) | typed | echo if indexable(t)
