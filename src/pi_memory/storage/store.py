@@ -39,6 +39,7 @@ from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress,
 from .merging import FTS_INDEXES, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES, IMPORT_MERGE_RULE, ImportMerging
 from .messages import MessageWrites
 from .pending import PendingIndex
+from .presence import ImportPresence
 from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
@@ -153,6 +154,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         self.aside_checkpointer: WalCheckpointer | None = None  # checkpoints on a thread of their own (`checkpointing`)
         self._wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
         self._line = WaitingLine(path)  # who waits for the write lock (`waiting.py`)
+        self.presence = ImportPresence(path)  # which imports are under way (`presence.py`)
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
         self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
 
@@ -226,6 +228,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         self._forget_reloader()
         self.conn.close()
         self._line.close()
+        self.presence.close()
 
     # --- the packed text's dictionaries (codec.py, format 2) -----------------------------
 
