@@ -102,3 +102,27 @@ class PausedImport:
         assert self.proc.poll() is None, "the import ended before the kill"
         self.proc.send_signal(signal.SIGKILL)
         self.proc.communicate(timeout=WAIT_S)
+
+
+def pi_lines(sid: str, texts: list[str], cwd: str = "/w/probe", start_ms: int = 1_790_000_000_000) -> list[bytes]:
+    """The lines of a minimal real-shaped pi v3 session (user/assistant turns), newline included."""
+    lines = [{"type": "session", "version": 3, "id": sid, "timestamp": "2026-09-21T00:00:00.000Z", "cwd": cwd}]
+    parent = None
+    for i, text in enumerate(texts):
+        eid = f"{i + 1:08x}"
+        role = "user" if i % 2 == 0 else "assistant"
+        msg = {"role": role, "content": [{"type": "text", "text": text}], "timestamp": start_ms + i * 1000}
+        entry = {"type": "message", "id": eid, "parentId": parent, "timestamp": "2026-09-21T00:00:00Z", "message": msg}
+        lines.append(entry)
+        parent = eid
+    return [json.dumps(x, ensure_ascii=False).encode() + b"\n" for x in lines]
+
+
+def nested_line(depth: int = 1000) -> bytes:
+    """One pi message line whose tool arguments nest `depth` deep (~2 KB at 1,000: a model can emit it)."""
+    args = "[" * depth + "]" * depth
+    call = '{"type":"toolCall","id":"call_1","name":"bash","arguments":{"x":' + args + "}}"
+    msg = '{"role":"assistant","content":[' + call + '],"timestamp":1790000009000,"stopReason":"toolUse"}'
+    return (
+        '{"type":"message","id":"deadbeef","parentId":null,"timestamp":"2026-09-21T00:00:00Z","message":' + msg + "}\n"
+    ).encode()

@@ -197,7 +197,8 @@ def test_bad_files_report_line_numbers_and_keep_the_good_lines(archive: Archive)
         by_file.setdefault(Path(e.path).name, []).append(e.line)
     assert by_file["pi-non-json-line-in-middle.jsonl"] == [7]
     assert by_file["pi-truncated-mid-line.jsonl"] == [13]
-    assert "empty.jsonl" in by_file and "binary-random.jsonl" in by_file
+    assert "binary-random.jsonl" in by_file
+    assert "empty.jsonl" not in by_file  # nothing in it, nothing bad in it: not an error
     assert "pi-bom-crlf.jsonl" not in by_file
     # the damaged copies all hold the same real session: every one of its 10 messages is in
     sid = json.loads((BAD_DATA / "pi-bom-crlf.jsonl").read_bytes().lstrip(b"\xef\xbb\xbf").splitlines()[0])["id"]

@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from ..core import scoring
+from ..core import ids, scoring
 from ..core.format import SHORT_ID, short_id
 from ..core.sources.readers import AGENTS, existing_roots, session_roots
 from ..core.text import clip
@@ -128,12 +128,13 @@ class Archive(MemoryMethods, SessionMethods):
         agent: str | None = None,
         on_progress: Callable[[Path, int], None] | None = None,
     ) -> ImportReport:
-        """Import files or folders; with none, every agent's session folder that exists.
+        """Import files or folders; with None, every agent's session folder that exists (an empty
+        list imports nothing: a folder with no session file never means "the default folders").
 
         `agent` limits the default folders to one agent, and forces that parser on given paths.
         `progress(path)` and `on_progress(path, messages read so far)` are called as each file is done.
         """
-        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
+        targets = [Path(p).expanduser() for p in paths] if paths is not None else self.session_roots(agent)
         importer = Importer(self.store, include_forgotten=include_forgotten)
         if on_progress is not None:
             report_file, plain = on_progress, progress
@@ -179,6 +180,7 @@ class Archive(MemoryMethods, SessionMethods):
 
         `until` (exclusive) bounds the period from above as `since` does from below.
         """
+        query = ids.query(query)
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         if scope == "summary":
@@ -230,7 +232,7 @@ class Archive(MemoryMethods, SessionMethods):
 
         An ambiguous reference names the sessions it matches, so the person can pick one.
         """
-        ref = ref.strip()
+        ref = ids.reference(ref, "session id")
         if self.store.scalar("SELECT 1 FROM session WHERE id=?", (ref,)):
             return ref
         if len(ref) < MIN_PREFIX:
@@ -295,6 +297,8 @@ class Archive(MemoryMethods, SessionMethods):
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None, first: bool = False) -> tuple[int, int] | None:
+        if around is not None:
+            around = ids.number(around, "message id")
         pivot = self.store.window_pivot(sid, around, first)
         if pivot is None and around is not None:
             raise NotFound(f"message {around} is not in session {sid}")
@@ -362,6 +366,7 @@ class Archive(MemoryMethods, SessionMethods):
         until: str | int | None = None,
     ) -> list[RunHit]:
         """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
+        query = ids.query(query)
         since_ms = since if isinstance(since, int) else parse_since(since)
         until_ms = until if isinstance(until, int) else parse_since(until)
         if until_ms is not None:
@@ -459,6 +464,7 @@ class Archive(MemoryMethods, SessionMethods):
         since: str | int | None = None,
     ) -> list[SessionHit]:
         """Sessions that talked about the query, best first, each with its first user message as headline."""
+        query = ids.query(query)
         since_ms = since if isinstance(since, int) else parse_since(since)
         filters = Filters(project=project or None, since_ms=since_ms)
         return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)

@@ -13,6 +13,7 @@ good in the same file is kept.
 from __future__ import annotations
 
 import os
+import stat
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,7 +21,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..core.sources.pi import ParsedSession, project_of
-from ..errors import ArchiveError
 from ..runs import forget
 from ..storage import codec
 from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store
@@ -58,9 +58,15 @@ class ImportReport:
         self.forgotten += other.forgotten
         self.errors += other.errors
 
+    @property
+    def failed(self) -> list[str]:
+        """The files that could not be read or had bad lines, in the order met (`import` exits 1)."""
+        return list(dict.fromkeys(e.path for e in self.errors))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files": self.files,
+            "failed": self.failed,
             "unchanged": self.unchanged,
             "sessions": len(self.sessions),
             "added": self.added,
@@ -70,17 +76,66 @@ class ImportReport:
         }
 
 
-def discover(paths: Iterable[Path]) -> list[Path]:
-    """Session files under the given files and folders, in a stable order."""
-    found: list[Path] = []
+@dataclass
+class Discovery:
+    """The session files under the paths given, and each path that could not be used, said why."""
+
+    files: list[Path] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+
+
+def find_files(paths: Iterable[Path]) -> Discovery:
+    """Session files under the given files and folders, in a stable order: a folder's `*.jsonl`
+    regular files, recursively, and every file named as it is. A path that does not exist, cannot
+    be read or is no regular file (a FIFO would block the reader forever) is an error, and the
+    others are found all the same."""
+    found = Discovery()
     for path in paths:
-        if not path.exists():
-            raise ArchiveError(f"no such file or folder: {path}")
-        if path.is_dir():
-            found += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            missing = isinstance(exc, FileNotFoundError)
+            reason = "no such file or folder" + (" (a broken link)" if path.is_symlink() else "") if missing else None
+            found.errors.append(FileError(str(path), 0, reason or f"cannot read: {exc.strerror}"))
+            continue
+        if stat.S_ISDIR(mode):
+            _walk(path, found)
+        elif stat.S_ISREG(mode):
+            found.files.append(path)
         else:
-            found.append(path)
+            found.errors.append(FileError(str(path), 0, NOT_REGULAR))
     return found
+
+
+NOT_REGULAR = "cannot read: not a regular file (a FIFO, socket or device)"
+
+
+def _walk(folder: Path, found: Discovery) -> None:
+    """A folder's `*.jsonl` regular files, sorted (symlinked folders are not entered, as `rglob`)."""
+    here: list[Path] = []
+
+    def unreadable(exc: OSError) -> None:
+        found.errors.append(FileError(str(exc.filename or folder), 0, f"cannot read folder: {exc.strerror}"))
+
+    for top, _dirs, names in os.walk(folder, onerror=unreadable):
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            path = Path(top) / name
+            try:
+                regular = stat.S_ISREG(path.stat().st_mode)
+            except OSError:
+                continue  # a broken link or a file gone since the folder was listed: nothing to read
+            if regular:
+                here.append(path)
+            else:
+                found.errors.append(FileError(str(path), 0, NOT_REGULAR))
+    found.files += sorted(here)
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """The session files of `find_files`, without the paths that could not be used."""
+    return find_files(paths).files
 
 
 def _session_row(prepared: PreparedFile, path: Path) -> SessionRow:
@@ -165,9 +220,7 @@ class Importer:
     def _accept(self, path: Path, source: tuple[str, int, int], prepared: PreparedFile, report: ImportReport) -> None:
         report.errors += [FileError(str(path), s.line_no, s.error) for s in prepared.skipped]
         if prepared.header is None:
-            if not prepared.skipped:
-                report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
-            return
+            return  # no session in it: its bad lines are said, and a file of blank lines is nothing to import
         unit = self.plan_session(prepared, path, report)
         if unit is None:
             return
@@ -245,7 +298,8 @@ class Importer:
         progress: Callable[[Path], None] | None = None,
         agent: str | None = None,
     ) -> ImportReport:
-        files = discover(paths)
+        found = find_files(paths)
+        files = found.files
         with (
             self.store.yielding_to_waiters(),  # outermost: the last merge steps let waiters in too
             self.store.checkpointing(BULK_CHECKPOINT_PAGES, aside=True),
@@ -254,10 +308,13 @@ class Importer:
             self._merging = True
             try:
                 if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
-                    return self._import_pipelined(files, force, progress, agent)
-                return self._import_serial(files, force, progress, agent)
+                    report = self._import_pipelined(files, force, progress, agent)
+                else:
+                    report = self._import_serial(files, force, progress, agent)
             finally:
                 self._merging = False
+        report.errors[:0] = found.errors
+        return report
 
     def _import_serial(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import jsonline
+
 GENESIS = "0" * 64  # the prev_hash of event 1
 EVENT_VERSION = 1
 
@@ -45,7 +47,7 @@ class ChainRow:
 
     def to_line(self) -> str:
         """The export form: the event with its hash, still canonical."""
-        return canonical({**json.loads(self.event), "hash": self.hash})
+        return canonical({**jsonline.loads(self.event), "hash": self.hash})
 
 
 def make_row(seq: int, prev_hash: str, body: dict[str, Any]) -> ChainRow:
@@ -88,7 +90,7 @@ def row_problem(row: ChainRow, expected_seq: int, expected_prev: str) -> tuple[s
     if row.prev_hash != expected_prev:
         return "prev_hash does not match the previous event's hash", None
     try:
-        event = json.loads(row.event)
+        event = jsonline.loads(row.event)
     except ValueError:
         return "event is not valid JSON", None
     if not isinstance(event, dict):
@@ -123,7 +125,7 @@ def verify_chain(rows: Iterable[ChainRow]) -> ChainReport:
 
 def parse_line(line: str) -> ChainRow:
     """An exported line back into a row; ValueError with a reason if it is not one."""
-    obj = json.loads(line)
+    obj = jsonline.loads(line)
     if not isinstance(obj, dict) or not isinstance(obj.get("hash"), str):
         raise ValueError("not an exported memory event (no hash)")
     hash_ = obj.pop("hash")

@@ -18,9 +18,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import ids, jsonline
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from ..core.text import index_texts
-from ..errors import BadInput, NotFound
+from ..errors import NotFound
 from ..storage.store import Store, decode_text, decompress
 from ..storage.writes import AFTER_WRITE
 
@@ -76,7 +77,7 @@ def run_from_row(row: tuple[Any, ...]) -> RunInfo:
 def load_fields(value: str | bytes | None, first_msg: int) -> dict[str, Any]:
     """A run's fields as stored (`run.fields`, packed or not), with message ids as ids: those written
     counted from the run's first message (`RELATIVE_IDS`) have its id added back."""
-    loaded = json.loads(decode_text(value)) if value else {}
+    loaded = jsonline.loads(decode_text(value)) if value else {}
     if not isinstance(loaded, dict):
         return {}
     if loaded.pop(RELATIVE_IDS, None) == 1:
@@ -110,7 +111,7 @@ def source_message(line: bytes | None) -> dict[str, Any] | None:
     if line is None:
         return None
     try:
-        data = json.loads(line)
+        data = jsonline.loads(line)
     except ValueError:
         return None
     return message_of(data)
@@ -135,7 +136,7 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
     sql += " ORDER BY m.ts, m.seq"
     out = []
     for msg_id, entry_id, role, text, meta, raw, ts, _seq in store.rows(sql, params):
-        loaded = json.loads(meta) if meta else {}
+        loaded = jsonline.loads(meta) if meta else {}
         words = decode_text(text)
         out.append(RunMessage(msg_id, entry_id, role, words, loaded, _source_message(raw, words), int(ts)))
     return out
@@ -216,7 +217,7 @@ def _new_steps(store: Store, new_ids: list[int]) -> list[_Step]:
         (store.list_param(new_ids),),
     )
     return [
-        _Step(int(i), None, str(role), "", json.loads(meta) if meta else {}, None, int(ts), int(seq))
+        _Step(int(i), None, str(role), "", jsonline.loads(meta) if meta else {}, None, int(ts), int(seq))
         for i, role, meta, ts, seq in rows
     ]
 
@@ -447,10 +448,8 @@ def rebuild(store: Store, session_id: str | None = None) -> int:
 
 
 def parse_run_id(value: str) -> int:
-    text = value.strip().lower()
-    if not text.startswith("r") or not text[1:].isdigit():
-        raise BadInput(f"{value!r} is not a run id: use r<N>, e.g. r12")
-    return int(text[1:])
+    """`r12` -> 12 (the one id parser's: `core.ids`)."""
+    return ids.run_id(value)
 
 
 def get_run(store: Store, run_id: int) -> RunInfo:

@@ -21,6 +21,7 @@ import apsw
 import click
 
 from ...archive import KINDS, Archive, move_aside
+from ...core.outward import for_terminal
 from ...core.text import HIT_CLOSE, HIT_OPEN
 from ...errors import ArchiveError, BadInput
 from .examples import EXAMPLES
@@ -52,6 +53,14 @@ class Grouped(click.Group):
         if command is not None and not command.epilog and path in EXAMPLES:
             command.epilog = "\b\nExamples:\n" + "\n".join("  " + line for line in EXAMPLES[path])
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """A refusal's one line may quote archived text (an ambiguous id's candidates): shown safely."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            setattr(exc, "message", for_terminal(exc.message))  # noqa: B010  (click declares it Final)
+            raise
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows: dict[bool, list[tuple[str, str]]] = {False: [], True: []}
@@ -100,7 +109,7 @@ def open_archive(ctx: click.Context) -> Iterator[Archive]:
     except ArchiveError as exc:
         raise click.ClickException(str(exc)) from None
     if archive.recovered_from is not None:
-        click.echo(
+        echo(
             f"warning: the archive was damaged ({archive.recovery_reason}); it was moved to "
             f"{archive.recovered_from} and a fresh one was created: run `pi-memory import` to fill it again",
             err=True,
@@ -146,7 +155,7 @@ def answer(
     elif marked:
         echo_marked(text(value))
     else:
-        click.echo(text(value))
+        echo(text(value))
     return value
 
 
@@ -172,8 +181,13 @@ def cwd_option(help: str = "The workspace (default: here).") -> Callable[[F], F]
     return click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
 
 
+def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Every line the CLI prints: archived text's control characters shown, never obeyed (`outward`)."""
+    click.echo(for_terminal(message), err=err, nl=nl)
+
+
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=None))
+    echo(json.dumps(value, ensure_ascii=False, indent=None))  # C1 controls and lone surrogates as \u escapes
 
 
 def _colour() -> bool:
@@ -182,13 +196,14 @@ def _colour() -> bool:
 
 def echo_marked(text: str) -> None:
     """Print text whose hits are marked ⟦like this⟧: in colour instead on a terminal (unless NO_COLOR)."""
+    text = for_terminal(text)  # before our own colour codes go in
     if _colour():
         text = text.replace(HIT_OPEN, "\x1b[1;31m").replace(HIT_CLOSE, "\x1b[0m")
     click.echo(text)
 
 
 def say_err(line: str) -> None:
-    click.echo(line, err=True)
+    echo(line, err=True)
 
 
 def _interactive() -> bool:
