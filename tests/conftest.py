@@ -27,6 +27,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(home / ".pi" / "agent"))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # the memory key and pins (`memory/seal.py`)
     # subprocesses (`python -m pi_memory`) import this checkout's code
     monkeypatch.setenv("PYTHONPATH", str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     yield home

@@ -8,9 +8,9 @@ before it, so editing, deleting, reordering or inserting any stored event
 breaks the chain at that point. `verify_chain` walks the rows once and
 returns the trusted prefix: everything before the first bad row.
 
-What a chain cannot prove: someone who rewrites the last event *and*
-recomputes its hash is not detected (there is nothing after it to disagree).
-Exporting the chain (or noting its head hash) is the way to pin it.
+What a chain alone cannot prove: someone who can write the file can append an
+event with a correct hash, or rewrite one and recompute every hash after it.
+The keyed seals and the pinned head (`seal.py`) are what catch those.
 """
 
 from __future__ import annotations
@@ -67,6 +67,15 @@ class ChainReport:
     reason: str | None = None
     head_hash: str = GENESIS  # hash of the last trusted event
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the trusted events, parsed
+    sealed: bool = False  # its events carry keyed seals (`seal.py`); False: not checked or not sealed yet
+    pinned: bool = False  # its head is pinned outside the archive (`seal.py`)
+    restore_from: int | None = None  # the chain a replaced log was pinned at (`MemoryLog.repair` restores it)
+
+    def cut(self, trusted: int, reason: str, head_hash: str) -> None:
+        """Trust only the first `trusted` events (a seal or the pin failed after them)."""
+        self.broken_at, self.reason = trusted + 1, reason
+        self.trusted, self.head_hash = trusted, head_hash
+        del self.events[trusted:]
 
     @property
     def ok(self) -> bool:
@@ -80,6 +89,8 @@ class ChainReport:
             "broken_at": self.broken_at,
             "reason": self.reason,
             "head_hash": self.head_hash,
+            "sealed": self.sealed,
+            "pinned": self.pinned,
         }
 
 

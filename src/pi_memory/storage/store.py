@@ -532,6 +532,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
     # verbatim lines are stored against their message's text (`codec.compress(raw, text)`), which
     # an import's parse worker does: it sends the packed line, not the line (`ingest.prepare`)
     packs_lines = True
+    # memory events get keyed seals here (`memory/seal.py`): the file is one user's, its key too
+    seals_memory = True
     checkpoints_deferred = False
     # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once
     deferred_hooks: dict[str, list[int]] | None = None
