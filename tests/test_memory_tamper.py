@@ -233,3 +233,20 @@ def test_an_imported_export_is_sealed_with_this_users_key(db_path: Path, workspa
         assert archive.memory_import(workspace, lines).added == 3
     code, report = verify(other, workspace)
     assert code == 0 and report["sealed"] is True and canonical({"a": 1}) == '{"a":1}'
+
+
+def test_a_memory_export_is_readable_by_the_user_only_whatever_the_umask(db_path: Path, workspace: Path) -> None:
+    remembered(db_path, workspace, n=1)
+    out = workspace / "memories.jsonl"
+    out.write_text("old", encoding="utf-8")
+    out.chmod(0o644)
+    for target in (out, workspace / "fresh.jsonl"):
+        previous = os.umask(0o000)
+        try:
+            result = CliRunner().invoke(
+                cli, ["--db", str(db_path), "memory", "export", "--cwd", str(workspace), "-o", str(target)]
+            )
+        finally:
+            os.umask(previous)
+        assert result.exit_code == 0 and stat.S_IMODE(target.stat().st_mode) == 0o600
+        assert "rule number 0" in target.read_text(encoding="utf-8")

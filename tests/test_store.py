@@ -25,7 +25,9 @@ def test_a_new_archive_is_private_and_at_the_current_schema(db_path: Path):
 
 def test_migrations_run_from_an_empty_database(tmp_path: Path):
     path = tmp_path / "empty.db"
-    apsw.Connection(str(path)).close()  # an existing, empty SQLite file
+    conn = apsw.Connection(str(path))  # an existing SQLite file that holds no table
+    conn.execute("CREATE TABLE t(x); DROP TABLE t;")
+    conn.close()
     store = Store.open(path)
     tables = {r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type IN ('table')")}
     assert {"session", "msg", "entry", "msg_fts", "source_file", "counter"} <= tables

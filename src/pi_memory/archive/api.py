@@ -32,7 +32,8 @@ from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
 from ..search.messages import Filters, Hit, Searcher, SessionHit, rank_sessions
 from ..search.runs import RunHit, check_kinds, search_summaries
 from ..storage.pg import pg_url
-from ..storage.store import Store, decode_text, default_db_path
+from ..storage.presence import OpeningLock
+from ..storage.store import Store, decode_text, default_db_path, file_id
 from .memory import REVIEW_MIN_COUNT, MemoryMethods
 from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview
@@ -82,7 +83,7 @@ class Archive(MemoryMethods, SessionMethods):
         except CorruptDatabase as exc:
             if not recover:
                 raise
-            moved = move_aside(db_path)
+            moved = recover_from(db_path, exc)
             archive = cls(Store.open(db_path))
             archive.recovered_from = moved
             archive.recovery_reason = exc.detail
@@ -468,6 +469,15 @@ class Archive(MemoryMethods, SessionMethods):
         since_ms = since if isinstance(since, int) else parse_since(since)
         filters = Filters(project=project or None, since_ms=since_ms)
         return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)
+
+
+def recover_from(db_path: Path, damage: CorruptDatabase) -> Path | None:
+    """Move the damaged file aside, unless another process did first (the path then names another
+    file, the fresh archive it made, which is left alone); returns where it went, or None."""
+    with OpeningLock(db_path).held():
+        if damage.identity is not None and file_id(db_path) != damage.identity:
+            return None
+        return move_aside(db_path) if db_path.exists() else None
 
 
 def move_aside(db_path: Path) -> Path:

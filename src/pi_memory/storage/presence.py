@@ -1,4 +1,4 @@
-"""Which imports are under way: what a killed import left is given back only when none is.
+"""Who is doing what to the archive: an import under way, an archive being created or recovered.
 
 Design idea: an import turns FTS5's automerge off and records the setting it found
 (`merging.py`), so that the next opening of the archive gives it back if the import was killed.
@@ -16,6 +16,12 @@ The locks are open-file-description locks (Linux's `F_OFD_SETLK`): the kernel dr
 their holder dies, and two connections of one process exclude each other as two processes do.
 Where they do not exist (other systems), the plain per-process record locks stand in; with no
 locks at all (Windows), the settings are given back at every opening as before.
+
+The same kind of lock, on byte 2, is held by whoever creates the archive file (until SQLite has
+written its first page) or moves a damaged one aside (`OpeningLock`): an opener that finds an
+empty file then knows whether it is being made (it waits for the lock, and finds it made) or
+damaged (still empty once the lock is free), and a damaged file is moved aside once, by one
+process, never the fresh archive another process made meanwhile.
 """
 
 from __future__ import annotations
@@ -33,18 +39,21 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-_BYTE = 1  # byte 0 of the side file is the waiting line's
+_IMPORTING = 1  # byte 0 of the side file is the waiting line's
+_OPENING = 2
 _OFD = getattr(fcntl, "F_OFD_SETLK", None) if fcntl is not None else None
 _OFD_WAIT = getattr(fcntl, "F_OFD_SETLKW", None) if fcntl is not None else None
 
 
-def _flock(kind: int) -> bytes:
-    """A `struct flock` for byte `_BYTE` (l_type, l_whence, l_start, l_len, l_pid = 0 for OFD)."""
-    return struct.pack("@hhqqi4x", kind, os.SEEK_SET, _BYTE, 1, 0)
+def _flock(kind: int, byte: int) -> bytes:
+    """A `struct flock` for one byte (l_type, l_whence, l_start, l_len, l_pid = 0 for OFD)."""
+    return struct.pack("@hhqqi4x", kind, os.SEEK_SET, byte, 1, 0)
 
 
-class ImportPresence:
-    """One store's side of it: `importing` around an import, `none_importing` to give settings back."""
+class _ByteLock:
+    """A lock on one byte of the archive's side file, held through a descriptor of its own."""
+
+    byte = _IMPORTING
 
     def __init__(self, db_path: Path) -> None:
         self.path = wait_file(db_path)
@@ -66,10 +75,10 @@ class ImportPresence:
             return True
         try:
             if _OFD is not None and _OFD_WAIT is not None:
-                fcntl.fcntl(fd, _OFD_WAIT if wait else _OFD, _flock(kind))
+                fcntl.fcntl(fd, _OFD_WAIT if wait else _OFD, _flock(kind, self.byte))
             else:  # pragma: no cover - systems without OFD locks
                 flags = {fcntl.F_RDLCK: fcntl.LOCK_SH, fcntl.F_WRLCK: fcntl.LOCK_EX}.get(kind, fcntl.LOCK_UN)
-                fcntl.lockf(fd, flags | (0 if wait else fcntl.LOCK_NB), 1, _BYTE)
+                fcntl.lockf(fd, flags | (0 if wait else fcntl.LOCK_NB), 1, self.byte)
         except OSError:
             return False
         return True
@@ -77,6 +86,15 @@ class ImportPresence:
     def _unlock(self) -> None:
         if self._fd is not None:
             self._lock(fcntl.F_UNLCK, wait=False)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class ImportPresence(_ByteLock):
+    """One store's side of it: `importing` around an import, `none_importing` to give settings back."""
 
     @contextmanager
     def importing(self) -> Iterator[None]:
@@ -99,7 +117,18 @@ class ImportPresence:
             if alone:
                 self._unlock()
 
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+
+class OpeningLock(_ByteLock):
+    """Held while the archive file is created (until its first page is written) or a damaged one
+    is moved aside; `held()` waits for whoever holds it."""
+
+    byte = _OPENING
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        self._lock(fcntl.F_WRLCK if fcntl is not None else 0, wait=True)
+        try:
+            yield
+        finally:
+            self._unlock()
+            self.close()

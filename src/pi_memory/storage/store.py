@@ -39,7 +39,7 @@ from .codec import LENGTH_CHANNEL, PACK_TEXT, compress, decode_text, decompress,
 from .merging import FTS_INDEXES, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES, IMPORT_MERGE_RULE, ImportMerging
 from .messages import MessageWrites
 from .pending import PendingIndex
-from .presence import ImportPresence
+from .presence import ImportPresence, OpeningLock
 from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
@@ -106,6 +106,26 @@ def default_db_path() -> Path:
     return Path.home() / ".pi" / "memory" / "sessions.db"
 
 
+def file_id(path: Path) -> tuple[int, int] | None:
+    """Which file a path names now (device, inode); None if none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _holds_pages(path: Path) -> bool:
+    """Whether an archive file has any page: in itself, or (a new one) in its WAL."""
+    for suffix in ("", "-wal"):
+        try:
+            if Path(str(path) + suffix).stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _create_private_file(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
@@ -162,15 +182,31 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> Store:
+        """Open the archive, creating it if there is none. A file found empty (0 bytes, no WAL) that
+        no process is creating is damaged (`CorruptDatabase`), never taken for a new archive."""
         if str(path or os.environ.get("PI_MEMORY_DB", "")).startswith(("postgresql:", "postgres:")):
             # Path() would turn the URL into a relative file name: a team archive opens through Archive.open
             raise ArchiveError("a postgresql:// URL is a team archive: open it with Archive.open, not Store.open")
         db_path = Path(path).expanduser() if path else default_db_path()
         if db_path.exists() and db_path.is_dir():
             raise ArchiveError(f"{db_path} is a directory, not an archive file")
+        if not _holds_pages(db_path):
+            try:
+                db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise ArchiveError(f"cannot open archive {db_path}: {exc}") from None
+            with OpeningLock(db_path).held():  # another process may be making it: wait, then look
+                if db_path.exists() and not _holds_pages(db_path):
+                    raise CorruptDatabase(db_path, "the file is empty (0 bytes): not an archive", file_id(db_path))
+                return cls._connect(db_path, create=True)  # its first page written before the lock is free
+        return cls._connect(db_path, create=False)
+
+    @classmethod
+    def _connect(cls, db_path: Path, create: bool) -> Store:
         try:
-            if not db_path.exists():
+            if create and not db_path.exists():
                 _create_private_file(db_path)
+            identity = file_id(db_path)
             conn = apsw.Connection(str(db_path))
         except (OSError, apsw.CantOpenError) as exc:
             raise ArchiveError(f"cannot open archive {db_path}: {exc}") from None
@@ -182,11 +218,16 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
             store.watch_dictionaries()
             store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
-            conn.close()
-            raise CorruptDatabase(db_path, str(exc)) from None
+            store.close()
+            raise CorruptDatabase(db_path, str(exc), identity) from None
         except apsw.BusyError:
-            conn.close()
+            store.close()
             raise ArchiveError(f"archive {db_path} stayed locked by another process; try again") from None
+        except apsw.ReadOnlyError:  # the file was moved aside under this connection (another's recovery)
+            store.close()
+            if file_id(db_path) != identity:
+                return cls.open(db_path)
+            raise
         return store
 
     def _configure(self) -> None:

@@ -261,10 +261,18 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @pass_db
 @click.pass_context
 def check(ctx: click.Context) -> None:
-    """Run SQLite's full integrity check; a damaged archive is moved aside (a team archive: recount its counters)."""
-    with open_archive(ctx) as archive:
-        if archive.recovered_from is not None:  # damage found on opening: moved aside already (see the warning)
-            raise click.ClickException(f"integrity check failed ({archive.recovery_reason})")
+    """Run SQLite's full integrity check; a damaged archive is moved aside (a team archive: recount its counters).
+
+    Prints one line: `ok`, or on stderr what failed and where the damaged file went."""
+    with open_archive(ctx, warn=False) as archive:
+        if archive.recovery_reason is not None:  # damage found on opening: moved aside already
+            where = (
+                f"it was moved to {archive.recovered_from}" if archive.recovered_from else "another process moved it"
+            )
+            raise click.ClickException(
+                f"integrity check failed ({archive.recovery_reason}); {where} and a fresh archive was made: "
+                "run `pi-memory import` to rebuild it"
+            )
         errors = archive.check()
         if errors and archive.is_team:
             raise click.ClickException(f"team archive check failed: {'; '.join(errors)}")

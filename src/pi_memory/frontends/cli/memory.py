@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -178,9 +179,18 @@ def memory_export(ctx: click.Context, cwd: Path | None, raw: bool, output: Path 
     if output is None:
         echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        _write_private(output, text)
     if not report.ok:
         echo(chain_warning(report) + ("" if raw else " (exported the trusted events only; --raw for all)"), err=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """An export holds the user's memories: mode 0600 whatever the umask (0666 under umask 000),
+    an existing file made so too."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
 
 
 def _export_lines(file: Any) -> list[str]:

@@ -9,6 +9,7 @@ anything else, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -37,6 +38,12 @@ AGENT_CHOICE = click.Choice(["pi", "claude", "codex"])
 KIND_CHOICE = click.Choice(list(KINDS))  # one vocabulary for search and recall
 
 
+DISK_FULL = (
+    "the disk is full: the write under way was undone and everything written before it is kept; "
+    "free some space and run the command again (an import goes on where it stopped)"
+)
+
+
 class UsageProblem(click.ClickException):
     """A bad option or value the library found (a date, a kind, an ambiguous id): exit 2, like click's."""
 
@@ -55,12 +62,17 @@ class Grouped(click.Group):
         return command
 
     def invoke(self, ctx: click.Context) -> Any:
-        """A refusal's one line may quote archived text (an ambiguous id's candidates): shown safely."""
+        """A refusal's one line may quote archived text (an ambiguous id's candidates): shown safely.
+        A full disk, met by any command, is one line too (its traceback was ~40)."""
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
             setattr(exc, "message", for_terminal(exc.message))  # noqa: B010  (click declares it Final)
             raise
+        except (apsw.FullError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno != errno.ENOSPC:
+                raise
+            raise click.ClickException(DISK_FULL) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows: dict[bool, list[tuple[str, str]]] = {False: [], True: []}
@@ -102,13 +114,14 @@ def db_of(ctx: click.Context) -> Any:
 
 
 @contextmanager
-def open_archive(ctx: click.Context) -> Iterator[Archive]:
-    """Open the archive named by --db (on the group or the command), reporting errors as one line."""
+def open_archive(ctx: click.Context, warn: bool = True) -> Iterator[Archive]:
+    """Open the archive named by --db (on the group or the command), reporting errors as one line;
+    `warn`: say on stderr that a damaged archive was moved aside (`check` says it itself)."""
     try:
         archive = Archive.open(db_of(ctx))
     except ArchiveError as exc:
         raise click.ClickException(str(exc)) from None
-    if archive.recovered_from is not None:
+    if archive.recovered_from is not None and warn:
         echo(
             f"warning: the archive was damaged ({archive.recovery_reason}); it was moved to "
             f"{archive.recovered_from} and a fresh one was created: run `pi-memory import` to fill it again",
