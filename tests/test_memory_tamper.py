@@ -164,11 +164,11 @@ def test_events_removed_from_the_end_are_reported_against_the_pinned_head(db_pat
 
 
 def test_a_log_written_before_seals_is_trusted_then_sealed_and_pinned_at_its_next_write(
-    db_path: Path, workspace: Path, monkeypatch
+    db_path: Path, workspace: Path
 ) -> None:
-    monkeypatch.setattr(MemoryLog, "__init__", _unsealed_init)
-    remembered(db_path, workspace, n=2)
-    monkeypatch.undo()
+    with pytest.MonkeyPatch.context() as before_seals:  # its own: the autouse home stays in place
+        before_seals.setattr(MemoryLog, "__init__", _unsealed_init)
+        remembered(db_path, workspace, n=2)
     code, report = verify(db_path, workspace)
     assert code == 0 and report["sealed"] is False and report["pinned"] is False
     assert not seal.key_path().exists()  # reading never makes a key
