@@ -10,12 +10,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import apsw
+import pytest
 
-from conftest import python_cli
+from conftest import DATA, PI_DATA, python_cli
 from pi_memory import Archive
-from pi_memory.storage.store import FTS_INDEXES, Store
+from pi_memory.ingest import importer as importer_module
+from pi_memory.ingest.importer import Importer
+from pi_memory.storage.store import FTS_INDEXES, Store, decode_text, decompress
 from reliability import PausedImport, env, many_sessions
 
 
@@ -118,3 +122,52 @@ main()
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("stats 0") >= 1 and "Traceback" not in done.stderr
     assert json.loads(done.stdout)["added"] == 40 * 23
+
+
+LARGE = [
+    PI_DATA / "pi-0.73.1-sse-stream-mixed.jsonl",
+    PI_DATA / "pi-1.6.0-vue-reactive-zh.jsonl",
+    DATA / "claude" / "daaain-claude-code-log" / "minimal_showcase" / "55550000-0000-4000-8000-000000000003.jsonl",
+    DATA / "claude" / "daaain-claude-code-log" / "sidechain_integrated.jsonl",
+    DATA / "codex" / "simonw-claude-code-transcripts" / "sample_codex_session.jsonl",
+]
+
+
+def _everything(db: Path) -> tuple[Any, ...]:
+    """Messages, other lines, runs (their summaries as read back) and the index, as a reader sees them."""
+    with Archive.open(db) as a:
+        rows = a.store.rows
+        messages = sorted(
+            (str(s), int(q), str(h), decode_text(t))
+            for s, q, h, t in rows("SELECT session_id, seq, hash, text FROM msg")
+        )
+        others = sorted(bytes(decompress(r[0])) for r in rows("SELECT raw FROM entry WHERE msg_id IS NULL"))
+        runs = [
+            (r.session_id, r.status, r.messages, r.summary)
+            for r in sorted(a.runs(limit=1000), key=lambda r: (r.session_id, r.start_ts))
+        ]
+        return messages, others, runs, [h.msg_id for h in a.search("the", limit=50)], a.stats().indexed
+
+
+@pytest.mark.parametrize("path", LARGE, ids=[p.name for p in LARGE])
+def test_a_large_session_file_read_in_chunks_stores_what_a_whole_read_stores(
+    tmp_path: Path, path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    whole, chunked = tmp_path / "whole.db", tmp_path / "chunked.db"
+    with Archive.open(whole) as a:
+        assert not a.import_paths([path]).errors
+    monkeypatch.setattr(importer_module, "LARGE_FILE_BYTES", 1000)  # every fixture is "large": chunks of ~1.5 KB
+    monkeypatch.setattr(importer_module, "CHUNK_BYTES", 1500)
+    chunks: list[int] = []
+    accept = Importer._accept_chunk
+
+    def counted(self: Importer, *args: Any) -> None:
+        chunks.append(1)
+        accept(self, *args)
+
+    monkeypatch.setattr(Importer, "_accept_chunk", counted)
+    with Archive.open(chunked) as a:
+        report = a.import_paths([path])
+        assert not report.errors and len(chunks) > 2
+        assert a.import_paths([path]).unchanged == 1  # remembered as read with its last chunk
+    assert _everything(chunked) == _everything(whole)

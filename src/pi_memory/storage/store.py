@@ -177,6 +177,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         self.presence = ImportPresence(path)  # which imports are under way (`presence.py`)
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
         self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
+        self.own_pending: list[int] = []  # ids written `INDEX_PENDING` by this connection (`index_own_pending`)
 
     # --- opening ------------------------------------------------------------------
 

@@ -242,7 +242,7 @@ def run_deferred_hooks(store: Store) -> bool:
     """Index the messages and run the after-write hooks a live writer put off (see `Store.defer_hooks`),
     and learn the archive's dictionary once it is due (its writes do not); True if anything ran."""
     store.text_codec()
-    indexed = store.index_pending() > 0
+    indexed = store.index_own_pending() > 0
     if not store.deferred_hooks:
         return indexed
     pending, store.deferred_hooks = store.deferred_hooks, {}
