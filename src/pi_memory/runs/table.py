@@ -31,6 +31,7 @@ from ..storage.writes import AFTER_WRITE
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
 RUNS_PER_WRITE = 100  # runs written per transaction: a few ms, like an import batch
+CONTENDED_RUNS_PER_WRITE = 10  # ... while live writers wait for the lock (`Store.contended`)
 UPSERT_RUN_MSG = """INSERT INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)
                     ON CONFLICT(msg_id) DO UPDATE SET run_id=excluded.run_id, pos=excluded.pos"""
 INSERT_RUN_FILE = "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING"
@@ -325,8 +326,9 @@ def segment_sessions(
 
 def _write_plans(store: Store, plans: list[tuple[str, PreparedRun]]) -> list[int]:
     written: list[int] = []
-    for begin in range(0, len(plans), RUNS_PER_WRITE):
-        batch = plans[begin : begin + RUNS_PER_WRITE]
+    per_write = CONTENDED_RUNS_PER_WRITE if getattr(store, "contended", False) else RUNS_PER_WRITE
+    for begin in range(0, len(plans), per_write):
+        batch = plans[begin : begin + per_write]
         with store.write():
             rows = [write_run(store, session_id, p) for session_id, p in batch]
             # summaries are indexed after every upsert of the transaction: an upsert opens a

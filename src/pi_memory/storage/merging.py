@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # transactions instead of 887 on 20k messages and a 4% slower import.
 FTS_INDEXES = ("msg_fts", "run_fts", "msg_typed")
 MERGE_STEP_PAGES = 100
+CONTENDED_MERGE_PAGES = 16  # ... while live writers wait for the lock (`Store.contended`): a step of ~3 ms
 # pages a step of `shrink` gives back: moving a page from the file's end costs about as much as
 # writing it, so a step stays within a few ms
 VACUUM_STEP_PAGES = 200
@@ -90,6 +91,9 @@ class ImportMerging:
         def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
         def counters(self) -> dict[str, int]: ...
+
+        @property
+        def contended(self) -> bool: ...
 
     @contextmanager
     def merging_in_steps(self) -> Iterator[None]:
@@ -172,8 +176,9 @@ class ImportMerging:
         one merge), the others by their merge rule."""
         steps = 0
         for table in FTS_INDEXES:
-            pages = -MERGE_STEP_PAGES if table in whole else MERGE_STEP_PAGES
             while True:
+                size = CONTENDED_MERGE_PAGES if self.contended else MERGE_STEP_PAGES
+                pages = -size if table in whole else size
                 with self.write():
                     worked = merge_step(self.conn, table, pages)
                 steps += 1

@@ -72,6 +72,9 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS = 5000
+# How long a bulk writer keeps its transactions short after it last saw a live writer wait for the
+# lock (`Store.contended`): live writers come in turns (a pi turn's messages), a second covers a gap.
+CONTENDED_S = 2.0
 # A bulk import checkpoints every this many pages of WAL (80 MB at 8 KB pages) instead of SQLite's
 # 1,000: an import rewrites the same index pages commit after commit (~90 pages a commit, most of
 # them leaves of the session-keyed indexes), and a checkpoint copies each page once however often
@@ -178,6 +181,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
         self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
         self.own_pending: list[int] = []  # ids written `INDEX_PENDING` by this connection (`index_own_pending`)
+        self._contended_until = 0.0  # live writers were seen waiting until then (`contended`)
 
     # --- opening ------------------------------------------------------------------
 
@@ -429,8 +433,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
     @contextmanager
     def write(self) -> Iterator[None]:
         """One short write transaction; the lock is taken at BEGIN, not at first write."""
-        if self._yielding:
-            self._line.let_waiters_in()
+        if self._yielding and self._line.let_waiters_in():
+            self._saw_waiters()
         if self.aside_checkpointer is not None and self.aside_checkpointer.finish_due:
             self.aside_checkpointer.finish(self.conn)
         with self._line.beginning():
@@ -630,7 +634,19 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, SharedS
     def writer_waiting(self) -> bool:
         """Inside a bulk write (`yielding_to_waiters`): whether another writer announced that it
         waits for the lock (`waiting.py`), so that the transaction under way ends early."""
-        return self._yielding and self._line.someone_waiting()
+        waiting = self._yielding and self._line.someone_waiting()
+        if waiting:
+            self._saw_waiters()
+        return waiting
+
+    def _saw_waiters(self) -> None:
+        self._contended_until = time.monotonic() + CONTENDED_S
+
+    @property
+    def contended(self) -> bool:
+        """A bulk writer met live writers waiting for the lock within `CONTENDED_S`: its transactions
+        and merge steps are cut shorter meanwhile (`writes.CONTENDED_TXN_S`, `merging.CONTENDED_MERGE_PAGES`)."""
+        return time.monotonic() < self._contended_until
 
     @contextmanager
     def yielding_to_waiters(self) -> Iterator[None]:
