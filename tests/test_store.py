@@ -163,11 +163,20 @@ def test_a_fork_that_copies_entries_under_the_same_ids_adds_nothing(archive: Arc
     assert archive.stats().messages == 23
 
 
-def test_the_same_session_in_two_files_is_one_session(archive: Archive):
+def test_the_same_session_in_two_files_is_one_session(archive: Archive, tmp_path: Path):
+    original = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
+    copy = tmp_path / "backup" / original.name
+    copy.parent.mkdir()
+    shutil.copy(original, copy)
+    archive.import_paths([original, copy])
+    assert archive.stats().sessions == 1 and archive.stats().messages == 23
+
+
+def test_one_conversation_recorded_by_two_pi_versions_is_two_sessions(archive: Archive):
     archive.import_paths(
         [PI_DATA / "pi-0.73.1-cache-index-zh-continue.jsonl", PI_DATA / "pi-1.6.0-cache-index-zh-continue.jsonl"]
     )
-    assert archive.stats().sessions == 2  # different pi versions made different sessions
+    assert archive.stats().sessions == 2  # each version gave the session its own id
 
 
 def test_v1_file_then_its_migrated_rewrite_adds_no_duplicate(archive: Archive, tmp_path: Path):
