@@ -428,3 +428,55 @@ def test_memory_import_of_a_nested_or_undecodable_file_is_one_line(tmp_path: Pat
     binary.write_bytes(b"\xff\xfe\x00garbage\n")
     code, _, err = run("memory", "import", str(binary), "--cwd", str(tmp_path))
     assert code in (1, 2) and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+HOSTILE_QUERIES = [
+    '"unterminated',
+    "nginx AND OR NEAR(",
+    "chars: grams: msg_fts:",
+    "* ^ ( ) {} [] -",
+    "a\x00b",
+    "'; DROP TABLE msg; --",
+    "\u202egnp.exe",
+    "😀 𠮷 \U0010ffff",
+    "\x1b[2J\x1b]0;t\x07",
+    "x" * 1000,
+    "锁" * 500,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=[f"q{i}" for i in range(len(HOSTILE_QUERIES))])
+def test_a_hostile_query_is_data_through_every_front_end(db_path: Path, tmp_path: Path, query: str) -> None:
+    from starlette.testclient import TestClient
+
+    from pi_memory.frontends.web.app import Settings, create_app
+
+    folder = _three_files(tmp_path / "s")
+    with Archive.open(db_path) as archive:
+        archive.import_paths([folder])
+        assert isinstance(archive.search(query), list)  # the API
+        assert not _mcp(archive, "session_search", {"query": query}).is_error
+        with TestClient(create_app(archive, Settings()), raise_server_exceptions=False) as web:
+            page = web.get("/search", params={"q": query[:500]})  # the viewer caps its own field at 500
+            assert page.status_code == 200
+    code, out, err = run("search", query.replace("\x00", ""), "--json")  # argv cannot hold a NUL
+    assert code == 0 and json.loads(out)["query"] == query.replace("\x00", ""), err
+    (answer,) = bridge(db_path, {"id": 1, "method": "search", "params": {"query": query}})
+    assert "result" in answer, answer
+
+
+def test_a_line_over_the_size_limit_is_skipped_with_its_size_and_the_rest_is_imported(
+    tmp_path: Path, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory.core.sources import pi
+
+    monkeypatch.setattr(pi, "MAX_LINE_BYTES", 4096)  # as 64 MB is to a real file, without writing 64 MB
+    lines = pi_lines("sess-huge-00001", ["before the huge one", "x" * 10_000, "after the huge one"])
+    path = tmp_path / "huge.jsonl"
+    path.write_bytes(b"".join(lines))
+    with Archive.open(db_path) as archive:
+        report = archive.import_paths([path])
+        assert [(e.line, e.error.split(" is over")[0]) for e in report.errors] == [
+            (3, f"line of {len(lines[2]) - 1} bytes")
+        ]
+        assert archive.search("before") and archive.search("after")
