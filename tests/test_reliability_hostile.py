@@ -310,7 +310,7 @@ def test_mcp_memory_errors_never_name_another_workspace(db_path: Path, tmp_path:
         assert code == 1 and str(other.resolve()) in err  # a person is told where it is
 
 
-def test_mcp_over_stdio_keeps_the_session_after_invalid_utf8_and_lone_surrogates(db_path: Path, tmp_path: Path) -> None:
+def test_mcp_over_stdio_keeps_the_session_after_invalid_utf8_and_nested_lines(db_path: Path, tmp_path: Path) -> None:
     with Archive.open(db_path) as archive:
         archive.import_paths([_three_files(tmp_path / "s")])
     init = {
@@ -330,6 +330,10 @@ def test_mcp_over_stdio_keeps_the_session_after_invalid_utf8_and_lone_surrogates
         b'{"jsonrpc":"2.0","method":"notifications/initialized"}',
         b"\xff\xfe not even JSON \xc3",
         b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"session_search","arguments":{"query":"x\xff"}}}',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"session_search","arguments":{"query":'
+        + b"[" * 1000
+        + b"]" * 1000
+        + b"}}}",  # the SDK cannot parse it (nesting): dropped unanswered, the session goes on
         json.dumps(call).encode(),
     ]
     proc = subprocess.Popen(
