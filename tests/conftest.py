@@ -18,6 +18,16 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 pytest_plugins = ["pg_support"]  # PostgreSQL fixtures (pg_url, make_role), skipped without PI_MEMORY_TEST_PG
 
 
+@pytest.fixture(scope="session", autouse=True)
+def isolated_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Before any fixture of a module's or the session's scope (the browser tests' archive): the
+    memory key and pins (`memory/seal.py`) never go to the real ~/.config."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """No test touches the real ~/.pi: the archive and agent folders live under tmp_path."""
@@ -27,6 +37,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(home / ".pi" / "agent"))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # the memory key and pins (`memory/seal.py`)
     # subprocesses (`python -m pi_memory`) import this checkout's code
     monkeypatch.setenv("PYTHONPATH", str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     yield home

@@ -34,6 +34,7 @@ class Session:
     clock: int = 1_700_000_000_000
     lookup: Callable[[list[str]], dict[str, str]] = lambda ids: {}
     n: int = 0
+    reuse_ids: bool = False  # a provider that names its calls call_0, call_1... again every turn
 
     def tick(self) -> int:
         self.clock += 7
@@ -81,7 +82,12 @@ class Session:
 
     def call(self, calls: list[tuple[str, dict[str, Any]]], run: int, step: int) -> list[str]:
         blocks = [
-            {"type": "toolCall", "id": f"call_{run}_{step}_{k}", "name": name, "arguments": args}
+            {
+                "type": "toolCall",
+                "id": f"call_{k}" if self.reuse_ids else f"call_{run}_{step}_{k}",
+                "name": name,
+                "arguments": args,
+            }
             for k, (name, args) in enumerate(calls)
         ]
         self.add({"role": "assistant", "content": blocks, "stopReason": "toolUse", "timestamp": self.tick()})

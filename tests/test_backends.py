@@ -16,6 +16,7 @@ from conftest import PI_DATA
 from pi_memory import Archive
 from pi_memory.archive.present import format_read, format_search, format_stats
 from pi_memory.core.format import READ_CAP, SEARCH_CAP
+from pi_memory.core.ids import MAX_QUERY_CHARS
 from pi_memory.errors import BadInput, NotFound
 from test_capture import RPC_COMPACTION, SDK_TREE, lines
 from test_search import write_session, write_small_sessions
@@ -235,7 +236,9 @@ def test_a_huge_unbroken_token_is_archived_and_does_not_break_search(any_archive
     write_session(tmp_path / "blob.jsonl", "blobblob-0001", "/w/blob", [f"key {blob} pasted", "ok"])
     assert any_archive.import_paths([tmp_path / "blob.jsonl"]).added == 2
     assert any_archive.search("pasted")[0].session_id == "blobblob-0001"
-    assert isinstance(any_archive.search(blob), list)
+    assert isinstance(any_archive.search(blob[:MAX_QUERY_CHARS]), list)  # as long as a query may be
+    with pytest.raises(BadInput, match=f"the query is 5000 characters long: at most {MAX_QUERY_CHARS}"):
+        any_archive.search(blob)
 
 
 # --- output ----------------------------------------------------------------------------

@@ -29,13 +29,18 @@ def test_import_json_reports_files_added_skipped_and_errors():
     assert json.loads(out)["added"] == 0 and json.loads(out)["skipped"] == 160
 
 
-def test_import_of_bad_files_lists_line_numbers_and_exits_zero():
+def test_import_of_bad_files_lists_line_numbers_keeps_every_good_line_and_exits_one():
     code, out, err = run("import", str(BAD_DATA))
-    assert code == 0
-    assert "pi-non-json-line-in-middle.jsonl: skipped 1 bad line(s) (line 7)" in err
+    assert code == 1
+    assert "pi-non-json-line-in-middle.jsonl: 1 bad line (line 7): not JSON" in err
+    assert "pi-invalid-utf8.jsonl: 1 bad line (line 4): invalid UTF-8 at byte" in err
     code, out, _ = run("import", str(BAD_DATA / "pi-truncated-mid-line.jsonl"), "--json", "--force")
-    errors = json.loads(out)["errors"]
+    report = json.loads(out)
+    errors = report["errors"]
+    assert code == 1 and report["failed"] == [str(BAD_DATA / "pi-truncated-mid-line.jsonl")]
     assert errors == [{"path": str(BAD_DATA / "pi-truncated-mid-line.jsonl"), "line": 13, "error": errors[0]["error"]}]
+    code, out, _ = run("import", str(PI_DATA), "--json")
+    assert code == 0 and json.loads(out)["failed"] == []
 
 
 def test_import_without_a_path_reads_the_pi_sessions_folder(isolated_home: Path):
@@ -84,9 +89,10 @@ def test_db_option_works_before_and_after_the_command(tmp_path: Path):
     assert json.loads(run("stats", "--json", "--db", str(db2))[1])["messages"] == 23
 
 
-def test_a_missing_path_is_one_clear_line():
-    code, _, err = run("import", "/no/such/place")
-    assert code == 1 and err.strip() == "Error: no such file or folder: /no/such/place"
+def test_a_missing_path_is_one_clear_line_and_the_other_paths_are_imported():
+    code, out, err = run("import", "/no/such/place", str(PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"))
+    assert code == 1 and err.strip() == "/no/such/place: no such file or folder"
+    assert "23 messages added" in out
 
 
 def test_a_bad_since_is_one_clear_line():

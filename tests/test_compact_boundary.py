@@ -145,7 +145,7 @@ def test_a_context_edit_that_omits_a_result_makes_its_call_unpaired() -> None:
     b.meta("context_edit", targetId=ids["r2"], replacement=None)
     b.user("continue")
     result = choose_boundary(b.entries, ids["u2"])
-    assert not result.ok or result.kept_entry_id != ids["u2"]
+    assert not result.ok and result.problems == [f"tool call c2 in {ids['a2']} has no result in the kept tail"]
 
 
 def test_a_context_edit_that_omits_an_error_turn_is_honoured() -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from compact_helpers import Branch
 from conftest import PI_DATA
 from pi_memory import Archive
@@ -89,7 +87,8 @@ def test_real_fixture_derives_facts_and_skips_the_leaked_key() -> None:
 
 
 def test_write_derived_stores_session_scoped_rule_proposals(archive: Archive, tmp_path: Path) -> None:
-    memory = pytest.importorskip("pi_memory.memory", reason="needs the memory log (memory branch)")
+    from pi_memory import memory  # the project's own module: an import error fails, never skips
+
     b = busy_session(1)
     b.user("以后都用 pnpm。")
     records = derive_memories(b.entries)
@@ -103,7 +102,6 @@ def test_write_derived_stores_session_scoped_rule_proposals(archive: Archive, tm
 
 
 def test_a_commit_writes_derived_memories_once_and_status_counts_them(archive: Archive, tmp_path: Path) -> None:
-    pytest.importorskip("pi_memory.memory", reason="needs the memory log (memory branch)")
     from test_compact_window import SID, commit
 
     b = busy_session(2)

@@ -7,6 +7,8 @@ import json
 import random
 from typing import Any
 
+import pytest
+
 from compact_helpers import Branch
 from conftest import PI_DATA
 from pi_memory.compact.checkpoint import EARLIER, MARKER, THIS_WINDOW, source_hash, summary_sections
@@ -87,12 +89,16 @@ def test_bad_input_cancels_instead_of_raising() -> None:
     assert timed_plan({})["cancel"]
 
 
-def test_timed_plan_adds_reason_and_duration_to_the_details() -> None:
+def test_timed_plan_adds_reason_and_duration_to_the_details(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pi_memory.compact.plan as plan_module
+
+    ticks = iter([10.0, 10.0125])  # the clock the plan reads, before and after: 12.5 ms apart
+    monkeypatch.setattr(plan_module.time, "perf_counter", lambda: next(ticks))
     plan = timed_plan(
         {"branchEntries": fixture_main_line(), "preparation": {"firstKeptEntryId": "a35c822d"}, "reason": "threshold"}
     )
     details = plan["compaction"]["details"]
-    assert details["reason"] == "threshold" and details["planMs"] >= 0
+    assert details["reason"] == "threshold" and details["planMs"] == 12.5
 
 
 def test_checkpoint_and_summary_stay_within_their_budgets_cut_at_whole_items() -> None:

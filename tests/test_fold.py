@@ -184,3 +184,69 @@ def test_folding_off_answers_the_tool_and_leaves_the_context() -> None:
     for i in range(1, 6):
         s.run(i, TOOLS)
     assert s.folds == [] and "off" in fold_now(s.entries, [], s.cfg, s.lookup, 1, summary="x")["text"]
+
+
+# --- ids are not unique: providers reuse tool call ids (seen with pi 1.6.0) ----------------
+
+
+def _current_run_results(payload: list[dict]) -> list[dict]:
+    last_user = max(i for i, m in enumerate(payload) if m["role"] == "user")
+    return [m for m in payload[last_user:] if m["role"] == "toolResult"]
+
+
+def test_a_reused_tool_call_id_never_gets_an_older_calls_stub() -> None:
+    s = Session(reuse_ids=True)
+    for i in range(1, 7):
+        s.run(i, TOOLS)
+        s.user(f"run {i + 1}")
+        s.request()  # the run start: old outputs are stubbed
+        (cid,) = s.call([("read", {"path": "src/a.ts"})], i + 1, 0)
+        fresh = body(f"fresh {i}", 9000)
+        s.result(cid, "read", fresh)
+        payload = s.request()  # the fresh result, under the same id as the stubbed ones
+        (result,) = _current_run_results(payload)
+        assert result["content"] == [{"type": "text", "text": fresh}]
+        s.answer(f"done {i + 1}")
+    assert any(r["kind"] == "stubs" for r in s.folds)  # old outputs did fold all the while
+
+
+def test_two_open_calls_of_one_id_are_never_folded_or_split() -> None:
+    s = Session()
+    s.user("run 1")
+    s.request()
+    s.add(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "toolCall", "id": "dup", "name": "read", "arguments": {"path": "a"}},
+                {"type": "toolCall", "id": "dup", "name": "read", "arguments": {"path": "b"}},
+            ],
+            "stopReason": "toolUse",
+            "timestamp": s.tick(),
+        }
+    )
+    s.result("dup", "read", body("a", 9000))
+    s.result("dup", "read", body("b", 9000))
+    s.answer("done")
+    for i in range(2, 6):
+        s.run(i, TOOLS)
+    s.user("run 6")
+    payload = s.request()
+    sizes = [len(json.dumps(m["content"])) for m in payload if m["role"] == "toolResult"][:2]
+    assert min(sizes) > 9000  # which result answers which call is unknowable: neither is stubbed
+    view = view_from_entries(s.entries)
+    assert plan_block(view, parse_records(s.folds), s.cfg, {}, "x", s.tick()).startswith("nothing to fold")
+
+
+def test_a_stub_that_would_land_in_the_run_in_progress_does_not_apply() -> None:
+    s = session_of(1)
+    s.user("run 2")
+    s.request()
+    (cid,) = s.call([("read", {"path": "src/a.ts"})], 2, 0)
+    s.result(cid, "read", body("fresh", 9000))
+    entry = s.entries[-1]["id"]
+    stray = {"id": "f9", "kind": "stubs", "level": 0, "ts": 1, "stubs": [{"entry": entry, "text": "[stub]"}]}
+    view = view_from_messages(s.messages, s.slim())
+    from pi_memory.compact.fold.apply import apply_records
+
+    assert apply_records(view, parse_records([stray])) == []

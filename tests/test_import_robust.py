@@ -8,7 +8,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import apsw
@@ -80,21 +79,24 @@ def test_import_paths_works_from_a_script_without_a_main_guard(tmp_path: Path, h
     assert "Error" not in done.stderr
 
 
-def _kill_when(proc: subprocess.Popen[bytes], db: Path, at_least: int) -> None:
-    """kill -9 the import once the archive holds `at_least` messages (or when it ends by itself)."""
-    while proc.poll() is None:
-        try:
-            conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
-            conn.setbusytimeout(1000)
-            n = conn.execute("SELECT count(*) FROM msg").fetchone()[0]
-            conn.close()
-        except apsw.Error:
-            n = 0
-        if n >= at_least:
-            proc.send_signal(signal.SIGKILL)
-            proc.wait()
-            return
-        time.sleep(0.01)
+# An import that stops inside a write transaction once it has written `at_least` messages (the
+# transaction open, its rows not committed), says so, and waits: the kill -9 lands there, mid-work.
+STOPS_INSIDE = """
+import sys
+from pi_memory.frontends.cli import main
+from pi_memory.storage import writes
+write_chunk, written, at_least = writes._write_chunk, [0], int(sys.argv[1])
+def write_then_stop(store, unit, chunk, first, totals):
+    duplicates = write_chunk(store, unit, chunk, first, totals)
+    written[0] += len(chunk)
+    if written[0] >= at_least and store.conn.in_transaction:
+        print("inside", flush=True)
+        sys.stdin.readline()
+    return duplicates
+writes._write_chunk = write_then_stop
+sys.argv = ["pi-memory", *sys.argv[2:]]
+main()
+"""
 
 
 @pytest.mark.parametrize("kill_at", [1, 400])
@@ -103,10 +105,14 @@ def test_a_kill_9_during_import_then_a_reimport_gives_exactly_a_clean_import(tmp
     clean, killed = tmp_path / "clean.db", tmp_path / "killed.db"
     with Archive.open(clean) as a:
         a.import_paths([folder])
-    cmd = [sys.executable, "-m", "pi_memory", "import", str(folder), "--db", str(killed)]
-    proc = subprocess.Popen(cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _kill_when(proc, killed, kill_at)
+    cmd = [sys.executable, "-c", STOPS_INSIDE, str(kill_at), "import", str(folder), "--db", str(killed)]
+    proc = subprocess.Popen(cmd, env=env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None and proc.stdout.readline() == b"inside\n"  # bounded: it stops there or ends
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGKILL  # killed mid-transaction, not ended by itself
     with Archive.open(killed) as a:
+        assert a.stats().messages < len(content(clean)[0])  # what the kill cut short is not there yet
         a.import_paths([folder])
         assert a.check() == []
     assert content(killed) == content(clean)

@@ -42,6 +42,30 @@ def stored(db: Path) -> tuple[list[tuple[str, int, str]], list[bytes], list[Any]
     return texts, [decompress(raw, text) for raw, text in lines], [t for _, _, t in values]
 
 
+def wait_for_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer waits for its worker to start (an event, bounded) instead of parsing files itself
+    meanwhile: on a loaded machine the worker, at a lower priority, was ready only once the writer
+    had parsed every file, and tests of what the worker does saw it do nothing."""
+    from pi_memory.ingest.workers import Worker
+
+    monkeypatch.setattr(Worker, "ready", property(lambda self: self.started.wait(120) or True))
+
+
+def count_worker_answers(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The files the worker parsed (its answers, as the writer takes them)."""
+    from pi_memory.ingest.workers import Worker
+
+    answers: list[Any] = []
+    result = Worker.result
+
+    def counted(self: Worker) -> Any:
+        answers.append(result(self))
+        return answers[-1]
+
+    monkeypatch.setattr(Worker, "result", counted)
+    return answers
+
+
 def import_through_a_worker(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -51,10 +75,14 @@ def import_through_a_worker(
 ) -> tuple[Path, int, list[bool], int]:
     """Import `files` sessions through one worker into `worker.db`: (the archive, its dictionary, for
     each text that came packed from the worker whether the writer stored that very value, the
-    writer's `encode_text` calls, whose dictionaries go to `dictionaries`)."""
+    writer's `encode_text` calls, whose dictionaries go to `dictionaries`). Every file is parsed by
+    the worker (asserted): the writer waits for it to start and never parses ahead of it."""
     folder = many_sessions(tmp_path / prefix, files, prefix)
     monkeypatch.setenv("PI_MEMORY_IMPORT_WORKERS", "1")
     monkeypatch.setattr(ingest, "AHEAD_BYTES", 64 << 10)  # a few files ahead: most are handed out after training
+    monkeypatch.setattr(ingest, "PARSED_HERE_BYTES", 0)  # the worker parses them all
+    wait_for_workers(monkeypatch)
+    answers = count_worker_answers(monkeypatch)
     kept: list[bool] = []
     encoded = []
     pack, encode_text = NewMessage.pack, rows.encode_text
@@ -77,6 +105,7 @@ def import_through_a_worker(
     with Archive.open(db) as a:
         assert a.import_paths([folder]).added == 23 * files
         dict_id = a.store.text_dict_id
+    assert len(answers) == files  # the worker parsed every file
     return db, dict_id, kept, len(encoded)
 
 
@@ -223,6 +252,7 @@ def test_while_a_worker_has_not_answered_the_writer_parses_later_files_itself_an
     monkeypatch.setattr(ingest, "AHEAD_BYTES", 64 << 10)  # a few files handed out ahead: the rest are left to take
     monkeypatch.setattr(ingest, "PARSED_HERE_BYTES", 3 * (folder / "s0000.jsonl").stat().st_size)
     monkeypatch.setattr(Worker, "answered", lambda self: False)  # a worker always behind the writer
+    wait_for_workers(monkeypatch)  # ... once it has started: files parsed while it starts are not the point
     parsed_here: list[str] = []  # files parsed ahead of their turn (not those parsed while the worker starts)
     parse_here, parse_while_waiting = ingest._Ahead._parse_here, ingest._Ahead.parse_while_waiting
     waiting = [False]

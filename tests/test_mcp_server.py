@@ -116,8 +116,8 @@ def test_memory_tools_get_their_schema_and_the_workspace_from_the_server(
     assert seen == [{"query": "tabs", "cwd": str(tmp_path)}]
 
 
-def test_memory_tools_are_served_when_the_memory_module_exists(archive: Archive) -> None:
-    tools_module = pytest.importorskip("pi_memory.frontends.tools.memory")
+def test_memory_tools_are_served_with_the_extensions_schemas(archive: Archive) -> None:
+    from pi_memory.frontends.tools import memory as tools_module
 
     async def go() -> set[str]:
         async with Client(build_server(archive)) as client:

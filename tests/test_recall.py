@@ -333,13 +333,18 @@ def test_many_ids_in_raw_are_whole_entries_or_named(imported: Archive) -> None:
         "a\x00b",
         "(((",
         "'; DROP TABLE msg; --",
-        "x" * 5000,
+        "x" * 1000,
     ],
 )
 def test_hostile_queries_are_just_text(imported: Archive, query: str) -> None:
     found = imported.recall({"session": SSE, "scope": "session", "query": query})
     assert isinstance(found["results"], list) and found["text"].startswith(EVIDENCE_HEADER)
     assert imported.stats().messages > 0
+
+
+def test_a_query_over_the_length_cap_is_one_clear_refusal(imported: Archive) -> None:
+    with pytest.raises(BadInput, match="the query is 5000 characters long: at most 1000"):
+        imported.recall({"session": SSE, "scope": "session", "query": "x" * 5000})
 
 
 # --- the CLI -------------------------------------------------------------------------------

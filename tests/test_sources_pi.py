@@ -73,23 +73,27 @@ def test_v1_legacy_file_gets_a_linear_chain_and_string_content():
     [
         ("pi-non-json-line-in-middle.jsonl", [7]),
         ("pi-truncated-mid-line.jsonl", [13]),
-        ("pi-invalid-utf8.jsonl", []),
+        ("pi-invalid-utf8.jsonl", [4]),  # reported, and kept (below)
         ("pi-bom-crlf.jsonl", []),
         ("pi-unknown-entry-type-and-role.jsonl", []),
         ("pi-long-line-2mb.jsonl", []),
         ("pi-header-only.jsonl", []),
     ],
 )
-def test_bad_files_lose_only_their_bad_lines(name: str, bad_lines: list[int]):
+def test_bad_files_report_their_bad_lines(name: str, bad_lines: list[int]):
     parsed = read_session_file(BAD_DATA / name)
     assert parsed.header is not None
     assert [s.line_no for s in parsed.skipped] == bad_lines
 
 
-def test_invalid_utf8_is_replaced_not_fatal():
+def test_a_line_of_invalid_utf8_is_kept_with_replacement_characters_and_reported():
     parsed = read_session_file(BAD_DATA / "pi-invalid-utf8.jsonl")
     first_user = next(e for e in parsed.messages if e.rendered and e.rendered.role == "user")
     assert "\ufffd" in first_user.rendered.text  # type: ignore[union-attr]
+    line_4 = (BAD_DATA / "pi-invalid-utf8.jsonl").read_bytes().splitlines()[3]
+    assert first_user.line_no == 4 and first_user.raw == line_4  # the line as it is, bad bytes and all
+    (note,) = parsed.skipped
+    assert note.line_no == 4 and note.error.startswith("invalid UTF-8 at byte ") and "kept" in note.error
 
 
 def test_unknown_entry_types_and_blocks_are_kept_raw():

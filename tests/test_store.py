@@ -25,7 +25,9 @@ def test_a_new_archive_is_private_and_at_the_current_schema(db_path: Path):
 
 def test_migrations_run_from_an_empty_database(tmp_path: Path):
     path = tmp_path / "empty.db"
-    apsw.Connection(str(path)).close()  # an existing, empty SQLite file
+    conn = apsw.Connection(str(path))  # an existing SQLite file that holds no table
+    conn.execute("CREATE TABLE t(x); DROP TABLE t;")
+    conn.close()
     store = Store.open(path)
     tables = {r[0] for r in store.rows("SELECT name FROM sqlite_master WHERE type IN ('table')")}
     assert {"session", "msg", "entry", "msg_fts", "source_file", "counter"} <= tables
@@ -161,11 +163,20 @@ def test_a_fork_that_copies_entries_under_the_same_ids_adds_nothing(archive: Arc
     assert archive.stats().messages == 23
 
 
-def test_the_same_session_in_two_files_is_one_session(archive: Archive):
+def test_the_same_session_in_two_files_is_one_session(archive: Archive, tmp_path: Path):
+    original = PI_DATA / "pi-0.73.1-vue-reactive-zh.jsonl"
+    copy = tmp_path / "backup" / original.name
+    copy.parent.mkdir()
+    shutil.copy(original, copy)
+    archive.import_paths([original, copy])
+    assert archive.stats().sessions == 1 and archive.stats().messages == 23
+
+
+def test_one_conversation_recorded_by_two_pi_versions_is_two_sessions(archive: Archive):
     archive.import_paths(
         [PI_DATA / "pi-0.73.1-cache-index-zh-continue.jsonl", PI_DATA / "pi-1.6.0-cache-index-zh-continue.jsonl"]
     )
-    assert archive.stats().sessions == 2  # different pi versions made different sessions
+    assert archive.stats().sessions == 2  # each version gave the session its own id
 
 
 def test_v1_file_then_its_migrated_rewrite_adds_no_duplicate(archive: Archive, tmp_path: Path):
@@ -197,7 +208,8 @@ def test_bad_files_report_line_numbers_and_keep_the_good_lines(archive: Archive)
         by_file.setdefault(Path(e.path).name, []).append(e.line)
     assert by_file["pi-non-json-line-in-middle.jsonl"] == [7]
     assert by_file["pi-truncated-mid-line.jsonl"] == [13]
-    assert "empty.jsonl" in by_file and "binary-random.jsonl" in by_file
+    assert "binary-random.jsonl" in by_file
+    assert "empty.jsonl" not in by_file  # nothing in it, nothing bad in it: not an error
     assert "pi-bom-crlf.jsonl" not in by_file
     # the damaged copies all hold the same real session: every one of its 10 messages is in
     sid = json.loads((BAD_DATA / "pi-bom-crlf.jsonl").read_bytes().lstrip(b"\xef\xbb\xbf").splitlines()[0])["id"]

@@ -10,9 +10,10 @@ class ArchiveError(Exception):
 
 
 class CorruptDatabase(ArchiveError):
-    def __init__(self, path: Path, detail: str) -> None:
+    def __init__(self, path: Path, detail: str, identity: tuple[int, int] | None = None) -> None:
         self.path = path
         self.detail = detail
+        self.identity = identity  # (device, inode) of the damaged file: only that one is moved aside
         super().__init__(f"archive {path} is damaged ({detail})")
 
 

@@ -9,7 +9,7 @@ May import: every component below it (core, storage, runs, search, ingest,
 memory, compact, recall, review). Never a front end.
 """
 
-from ..ingest.importer import discover
+from ..ingest.importer import discover, find_files
 from ..ingest.tail import Follower, SyncResult
 from ..runs.detail import PAGE_BYTES, MessageDetail, RunWindow, page
 from ..search.messages import Hit, SessionHit, timed
@@ -37,6 +37,7 @@ __all__ = [
     "Window",
     "default_db_path",
     "discover",
+    "find_files",
     "move_aside",
     "page",
     "pg_url",

@@ -16,7 +16,7 @@ from typing import Any
 
 import apsw
 
-from ..core import scoring
+from ..core import ids, scoring
 from ..core.format import SHORT_ID, short_id
 from ..core.sources.readers import AGENTS, existing_roots, session_roots
 from ..core.text import clip
@@ -32,7 +32,8 @@ from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
 from ..search.messages import Filters, Hit, Searcher, SessionHit, current_run_ids, rank_sessions
 from ..search.runs import RunHit, RunSearcher, check_kinds
 from ..storage.pg import pg_url
-from ..storage.store import Store, decode_text, default_db_path
+from ..storage.presence import OpeningLock
+from ..storage.store import Store, decode_text, default_db_path, file_id
 from .memory import REVIEW_MIN_COUNT, MemoryMethods
 from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview
@@ -84,7 +85,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
         except CorruptDatabase as exc:
             if not recover:
                 raise
-            moved = move_aside(db_path)
+            moved = recover_from(db_path, exc)
             archive = cls(Store.open(db_path))
             archive.recovered_from = moved
             archive.recovery_reason = exc.detail
@@ -130,12 +131,13 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
         agent: str | None = None,
         on_progress: Callable[[Path, int], None] | None = None,
     ) -> ImportReport:
-        """Import files or folders; with none, every agent's session folder that exists.
+        """Import files or folders; with None, every agent's session folder that exists (an empty
+        list imports nothing: a folder with no session file never means "the default folders").
 
         `agent` limits the default folders to one agent, and forces that parser on given paths.
         `progress(path)` and `on_progress(path, messages read so far)` are called as each file is done.
         """
-        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(agent)
+        targets = [Path(p).expanduser() for p in paths] if paths is not None else self.session_roots(agent)
         importer = Importer(self.store, include_forgotten=include_forgotten)
         if on_progress is not None:
             report_file, plain = on_progress, progress
@@ -186,6 +188,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
         the archive) is left out unless `include_echoes`. `asking_session`: the session a model asks
         from; its run under way (the prompt, the model's calls and their results) is never a hit.
         """
+        query = ids.query(query)
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         if scope == "summary":
@@ -264,7 +267,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
 
         An ambiguous reference names the sessions it matches, so the person can pick one.
         """
-        ref = ref.strip()
+        ref = ids.reference(ref, "session id")
         if self.store.scalar("SELECT 1 FROM session WHERE id=?", (ref,)):
             return ref
         if len(ref) < MIN_PREFIX:
@@ -329,6 +332,8 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
         return Window(info, views, around, before_more, after_more)
 
     def _pivot(self, sid: str, around: int | None, first: bool = False) -> tuple[int, int] | None:
+        if around is not None:
+            around = ids.number(around, "message id")
         pivot = self.store.window_pivot(sid, around, first)
         if pivot is None and around is not None:
             raise NotFound(f"message {around} is not in session {sid}")
@@ -415,6 +420,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
         asking_session: str | None = None,
     ) -> list[RunHit]:
         """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
+        query = ids.query(query)
         since_ms = since if isinstance(since, int) else parse_since(since)
         until_ms = until if isinstance(until, int) else parse_since(until)
         if until_ms is not None:
@@ -524,6 +530,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
         """Sessions that talked about the query, best first, each with its first user message as headline.
 
         Echoes and the asking session's run under way are left out as in `search`."""
+        query = ids.query(query)
         since_ms = since if isinstance(since, int) else parse_since(since)
         filters = Filters(
             project=project or None,
@@ -532,6 +539,15 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
             current_session=self._asking(asking_session),
         )
         return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)
+
+
+def recover_from(db_path: Path, damage: CorruptDatabase) -> Path | None:
+    """Move the damaged file aside, unless another process did first (the path then names another
+    file, the fresh archive it made, which is left alone); returns where it went, or None."""
+    with OpeningLock(db_path).held():
+        if damage.identity is not None and file_id(db_path) != damage.identity:
+            return None
+        return move_aside(db_path) if db_path.exists() else None
 
 
 def move_aside(db_path: Path) -> Path:

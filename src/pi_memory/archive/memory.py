@@ -36,6 +36,12 @@ class MemoryMethods:
         """The memory operations; every method names its workspace by a cwd (None: the current directory)."""
         return Memories(self.store)
 
+    @property
+    def model_memories(self) -> Memories:
+        """The memory operations a model's tools call: a memory id not found in the workspace is
+        only that, never "it belongs to workspace /other/path" (`memories` tells a person)."""
+        return Memories(self.store, name_other_workspaces=False)
+
     def memory_remember(self, cwd: str | Path | None, text: str, **options: Any) -> WriteResult:
         return self.memories.remember(cwd, text, **options)
 

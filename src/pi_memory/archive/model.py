@@ -5,11 +5,11 @@ Each has `to_dict()`, the shape of the `--json` output and of the bridge's answe
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from ..core import jsonline
 from ..errors import BadInput
 
 
@@ -102,7 +102,7 @@ def json_meta(raw: str | None) -> dict[str, Any]:
     if not raw:
         return {}
     try:
-        value = json.loads(raw)
+        value = jsonline.loads(raw)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -197,7 +197,7 @@ class SessionMethods:
 
     def import_slice(self, paths: Iterable[Path | str] | None, offset: int = 0, limit: int = 20) -> ImportSlice:
         """One batch of a long import, so a host can yield between batches and show progress."""
-        targets = [Path(p).expanduser() for p in paths] if paths else self.session_roots(None)
+        targets = [Path(p).expanduser() for p in paths] if paths is not None else self.session_roots(None)
         return import_slice(Importer(self.store), targets, offset, limit)
 
     # --- recall inside a session (see `pi_memory.recall`) ------------------------------

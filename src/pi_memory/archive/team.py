@@ -18,6 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, cast
 
+from ..core import ids
 from ..core.sources.readers import AGENTS
 from ..errors import ArchiveError, BadInput
 from ..ingest.push import PushReport, push
@@ -96,6 +97,7 @@ class PgArchive(Archive):
 
         They limit messages (scope content) or runs (scope summary) by the role that wrote them.
         """
+        query = ids.query(query)
         authors = tuple(authors)
         by_writer = mine or bool(team) or bool(authors)
         echo_options: dict[str, Any] = {"include_echoes": include_echoes, "asking_session": asking_session}

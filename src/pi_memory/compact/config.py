@@ -13,11 +13,11 @@ the default, numbers out of range are clamped, and every change is noted.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import jsonline
 from ..core.sources.pi import agent_dir
 
 CONFIG_NAME = "pi-memory.json"
@@ -120,11 +120,11 @@ def normalize(raw: Any, defaults: dict[str, Any] = DEFAULTS, prefix: str = "") -
 
 def _read(path: Path) -> tuple[Any, str | None]:
     try:
-        return json.loads(path.read_text(encoding="utf-8")), None
+        return jsonline.loads(path.read_text(encoding="utf-8")), None
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"{path}: cannot be read ({exc.__class__.__name__}), using defaults"
-    except json.JSONDecodeError as exc:
-        return None, f"{path}: broken JSON (line {exc.lineno}: {exc.msg}), using defaults"
+    except ValueError as exc:
+        return None, f"{path}: broken JSON ({exc}), using defaults"
 
 
 def config_paths(cwd: Path | str) -> tuple[Path, Path]:

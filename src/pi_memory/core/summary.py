@@ -14,13 +14,13 @@ arguments are never clipped), tool results paired by `toolCallId`, and user
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import jsonline
 from .render import ASSISTANT, BASH, TOOL_ERROR, TOOL_RESULT, USER
 
 LINE_MAX = 150  # the navigation line, spec 004: "50-150 chars"
@@ -236,7 +236,7 @@ def _arguments(call: dict[str, Any]) -> dict[str, Any]:
     args = call.get("arguments", call.get("input"))
     if isinstance(args, str):
         try:
-            args = json.loads(args)
+            args = jsonline.loads(args)
         except ValueError:
             return {}
     return args if isinstance(args, dict) else {}

@@ -37,6 +37,7 @@ from pydantic import Field
 from ..archive import Archive, Hit
 from ..archive.api import READ_AFTER, READ_BEFORE
 from ..archive.present import EVIDENCE_HEADER, format_read, format_search
+from ..core.outward import no_lone_surrogates
 from ..errors import ArchiveError
 from .tools.memory import MEMORY_TOOL_SPECS, MEMORY_TOOLS
 from .tools.usage import DESCRIPTION as USAGE_DESCRIPTION
@@ -68,11 +69,24 @@ READ_DESCRIPTION = (
 
 @contextmanager
 def _tool_errors() -> Iterator[None]:
-    """A refused call (bad id, bad date) reaches the model as its one-line message."""
+    """A refused call (bad id, bad date, a query too long) reaches the model as its one-line message."""
     try:
         yield
     except ArchiveError as exc:
-        raise ToolError(str(exc)) from None
+        raise ToolError(no_lone_surrogates(str(exc))) from None
+
+
+def _clean(value: Any) -> Any:
+    """A tool argument as UTF-8 can carry it: a lone surrogate (a JSON `\\ud800` escape is valid
+    JSON) becomes U+FFFD. Left in, it made the answer unwritable: the SDK dropped it, and the
+    client waited for an answer that never came."""
+    if isinstance(value, str):
+        return no_lone_surrogates(value)
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    return value
 
 
 def _clamp(value: int | None, default: int, low: int, high: int) -> int:
@@ -90,6 +104,7 @@ def session_search_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
             bool, Field(description="Also search earlier recall: calls to these tools and their results (default no)")
         ] = False,
     ) -> str:
+        query, project, since, agent = _clean([query, project, since, agent])
         with _tool_errors():
             found = archive.search(
                 query,
@@ -100,7 +115,7 @@ def session_search_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 include_echoes=bool(include_echoes),
             )
             hits = [h for h in found if isinstance(h, Hit)]  # message hits (the default, content scope)
-            return format_search(hits, query, evidence=True)
+            return no_lone_surrogates(format_search(hits, query, evidence=True))
 
     return session_search
 
@@ -112,6 +127,7 @@ def session_read_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
         before: Annotated[int | None, Field(description="Messages before (default 4)")] = READ_BEFORE,
         after: Annotated[int | None, Field(description="Messages after (default 6)")] = READ_AFTER,
     ) -> str:
+        session_id = _clean(session_id)
         with _tool_errors():
             window = archive.read(
                 session_id,
@@ -119,7 +135,7 @@ def session_read_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 before=_clamp(before, READ_BEFORE, 0, READ_MAX_SIDE),
                 after=_clamp(after, READ_AFTER, 0, READ_MAX_SIDE),
             )
-            return format_read(window, evidence=True)
+            return no_lone_surrogates(format_read(window, evidence=True))
 
     return session_read
 
@@ -146,6 +162,7 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
     ) -> str:
         from ..review import format_report
 
+        since, until, project, agent = _clean([since, until, project, agent])
         with _tool_errors():
             report = archive.review(
                 since=since,
@@ -155,7 +172,7 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 min_count=_clamp(min_count, 3, 1, 1000),
                 cwd=os.getcwd(),  # the ledger's workspace: where the agent started the server
             )
-        text = EVIDENCE_HEADER + "\n" + format_report(report)
+        text = no_lone_surrogates(EVIDENCE_HEADER + "\n" + format_report(report))
         return (
             text
             if len(text) <= REVIEW_MAX_CHARS
@@ -209,13 +226,14 @@ def memory_tool(
     schema = spec.get("parameters") or {"type": "object", "properties": {}}
 
     async def call(**kwargs: Any) -> str:
-        params = {k: v for k, v in kwargs.items() if v is not None}
+        params = {k: _clean(v) for k, v in kwargs.items() if v is not None}
         params["cwd"] = os.getcwd()  # the front end names the workspace, never the model
         params.pop("session_id", None)
         with _tool_errors():
             result = handler(archive, params)
         # compact JSON, as pi's bridge gives the model (the handlers budget their output in this form)
-        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+        return no_lone_surrogates(text)
 
     call.__signature__ = _signature(schema)  # type: ignore[attr-defined]
     call.__name__ = name

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import FrameType
 
+import apsw
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
@@ -132,9 +133,20 @@ class Watcher:
         self.echo = echo
         self.changes: queue.Queue[Change] = queue.Queue()
         self.stop = threading.Event()
+        self.failed: dict[str, str] = {}  # files that could not be read or had bad lines: why (the first)
 
     def handle(self, path: Path, kind: str) -> None:
-        result = self.follower.mark_missing(path) if kind == "gone" else self.follower.sync(path)
+        """One file's change. A file that cannot be archived (unreadable, not a regular file, a
+        defect of a parser) is said and remembered, and the watcher goes on with the others; a
+        damaged archive stops it (nothing more could be written)."""
+        try:
+            result = self.follower.mark_missing(path) if kind == "gone" else self.follower.sync(path)
+        except (apsw.CorruptError, apsw.NotADBError):
+            raise
+        except Exception as exc:  # one bad file never ends the watch
+            self.failed[str(path)] = f"cannot archive: {type(exc).__name__}: {exc}"
+            self.echo(f"{path}: {self.failed[str(path)]}")
+            return
         self._report(result)
 
     def _report(self, r: SyncResult) -> None:
@@ -144,7 +156,9 @@ class Watcher:
             again = " (file was rewritten: re-read)" if r.reread else ""
             self.echo(f"+{r.added} message(s)  {r.session_id}  {r.path}{again}")
         for e in r.errors[:3]:
-            self.echo(f"{e.path}:{e.line}: skipped: {e.error}")
+            self.echo(f"{e.path}:{e.line}: {e.error}" if e.line else f"{e.path}: {e.error}")
+        if r.errors:
+            self.failed[str(r.path)] = r.errors[0].error
 
     def catch_up(self, roots: list[Path]) -> int:
         files = discover(roots)
@@ -191,8 +205,9 @@ class Watcher:
         self.echo("stopped")
 
 
-def watch(follower: Follower, roots: list[Path], echo: Callable[[str], None]) -> None:
-    """Follow `roots` until Ctrl-C (SIGINT) or SIGTERM.
+def watch(follower: Follower, roots: list[Path], echo: Callable[[str], None]) -> dict[str, str]:
+    """Follow `roots` until Ctrl-C (SIGINT) or SIGTERM; returns the files that could not be read
+    or had bad lines, with why (the command exits 1 when there are any).
 
     Both signals get our handler, even when SIGINT was ignored when we started (a shell starts
     background jobs that way, and Python then never raises KeyboardInterrupt): a watcher that
@@ -209,3 +224,4 @@ def watch(follower: Follower, roots: list[Path], echo: Callable[[str], None]) ->
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+    return watcher.failed

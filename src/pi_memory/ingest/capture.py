@@ -31,7 +31,7 @@ from ..errors import BadInput
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store
 from ..storage.usage import UsageRow, row_of
 from ..storage.writes import SessionWrite, write_messages
-from .importer import Importer, ImportReport, discover
+from .importer import Importer, ImportReport, find_files
 
 # How far apart (ms) a live custom message and its persisted entry may be stamped.
 TWIN_WINDOW_MS = 10 * 60 * 1000
@@ -281,11 +281,14 @@ class ImportSlice:
 
 
 def import_slice(importer: Importer, targets: list[Path], offset: int, limit: int) -> ImportSlice:
-    files = discover(targets)
+    found = find_files(targets)
+    files = found.files
     offset = max(0, int(offset))
     limit = max(1, int(limit))
     chunk = files[offset : offset + limit]
     with importer.store.checkpointing():  # a bulk write: the WAL must not grow until the next idle moment
         report = importer.import_paths(chunk) if chunk else ImportReport()
+    if offset == 0:  # the paths that could not be used, said once, in the first batch
+        report.errors[:0] = found.errors
     end = offset + len(chunk)
     return ImportSlice(report, len(files), offset, end if end < len(files) else None)

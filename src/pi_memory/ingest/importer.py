@@ -13,14 +13,15 @@ good in the same file is kept.
 from __future__ import annotations
 
 import os
+import stat
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
-from ..core.sources.pi import ParsedSession, project_of
-from ..errors import ArchiveError
+from ..core.sources.pi import ParsedSession, open_regular, project_of
+from ..core.sources.readers import open_tail, reader_for
 from ..runs import forget
 from ..storage import codec
 from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store
@@ -58,9 +59,15 @@ class ImportReport:
         self.forgotten += other.forgotten
         self.errors += other.errors
 
+    @property
+    def failed(self) -> list[str]:
+        """The files that could not be read or had bad lines, in the order met (`import` exits 1)."""
+        return list(dict.fromkeys(e.path for e in self.errors))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "files": self.files,
+            "failed": self.failed,
             "unchanged": self.unchanged,
             "sessions": len(self.sessions),
             "added": self.added,
@@ -70,17 +77,66 @@ class ImportReport:
         }
 
 
-def discover(paths: Iterable[Path]) -> list[Path]:
-    """Session files under the given files and folders, in a stable order."""
-    found: list[Path] = []
+@dataclass
+class Discovery:
+    """The session files under the paths given, and each path that could not be used, said why."""
+
+    files: list[Path] = field(default_factory=list)
+    errors: list[FileError] = field(default_factory=list)
+
+
+def find_files(paths: Iterable[Path]) -> Discovery:
+    """Session files under the given files and folders, in a stable order: a folder's `*.jsonl`
+    regular files, recursively, and every file named as it is. A path that does not exist, cannot
+    be read or is no regular file (a FIFO would block the reader forever) is an error, and the
+    others are found all the same."""
+    found = Discovery()
     for path in paths:
-        if not path.exists():
-            raise ArchiveError(f"no such file or folder: {path}")
-        if path.is_dir():
-            found += sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+        try:
+            mode = path.stat().st_mode
+        except OSError as exc:
+            missing = isinstance(exc, FileNotFoundError)
+            reason = "no such file or folder" + (" (a broken link)" if path.is_symlink() else "") if missing else None
+            found.errors.append(FileError(str(path), 0, reason or f"cannot read: {exc.strerror}"))
+            continue
+        if stat.S_ISDIR(mode):
+            _walk(path, found)
+        elif stat.S_ISREG(mode):
+            found.files.append(path)
         else:
-            found.append(path)
+            found.errors.append(FileError(str(path), 0, NOT_REGULAR))
     return found
+
+
+NOT_REGULAR = "cannot read: not a regular file (a FIFO, socket or device)"
+
+
+def _walk(folder: Path, found: Discovery) -> None:
+    """A folder's `*.jsonl` regular files, sorted (symlinked folders are not entered, as `rglob`)."""
+    here: list[Path] = []
+
+    def unreadable(exc: OSError) -> None:
+        found.errors.append(FileError(str(exc.filename or folder), 0, f"cannot read folder: {exc.strerror}"))
+
+    for top, _dirs, names in os.walk(folder, onerror=unreadable):
+        for name in names:
+            if not name.endswith(".jsonl"):
+                continue
+            path = Path(top) / name
+            try:
+                regular = stat.S_ISREG(path.stat().st_mode)
+            except OSError:
+                continue  # a broken link or a file gone since the folder was listed: nothing to read
+            if regular:
+                here.append(path)
+            else:
+                found.errors.append(FileError(str(path), 0, NOT_REGULAR))
+    found.files += sorted(here)
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """The session files of `find_files`, without the paths that could not be used."""
+    return find_files(paths).files
 
 
 def _session_row(prepared: PreparedFile, path: Path) -> SessionRow:
@@ -154,6 +210,9 @@ class Importer:
         source = self._changed(path, force, report)
         if source is None:
             return report
+        if source[1] > LARGE_FILE_BYTES:
+            self.import_in_chunks(path, source, agent, report)
+            return report
         try:
             parsed = parse_and_tokenize(str(path), agent, keep_lines=self.keep_lines)
         except OSError as exc:
@@ -165,8 +224,44 @@ class Importer:
     def _accept(self, path: Path, source: tuple[str, int, int], prepared: PreparedFile, report: ImportReport) -> None:
         report.errors += [FileError(str(path), s.line_no, s.error) for s in prepared.skipped]
         if prepared.header is None:
-            if not prepared.skipped:
-                report.errors.append(FileError(str(path), 0, "empty file: not a pi session"))
+            return  # no session in it: its bad lines are said, and a file of blank lines is nothing to import
+        unit = self.plan_session(prepared, path, report)
+        if unit is None:
+            return
+        unit.source = source
+        self._pending.append(unit)
+        self._pending_messages += len(unit.messages)
+        self.messages_read += len(prepared.messages)
+
+    def import_in_chunks(
+        self, path: Path, source: tuple[str, int, int], agent: str | None, report: ImportReport
+    ) -> None:
+        """A file over `LARGE_FILE_BYTES`, read, parsed and written `CHUNK_BYTES` at a time, as `watch`
+        reads appended lines: whole, a 21 MB session took 288 MB (its lines, their JSON, their
+        prepared rows, all at once). The file counts as imported with its last chunk, so a killed
+        import reads it again (idempotent). Its runs are built from the archived messages."""
+        self.flush(report)  # what waits is written first: the memory is this file's chunk alone
+        try:
+            reader = reader_for(path, agent)
+            line_no, held = 0, list[bytes]()
+            with open_regular(path) as fh:
+                for lines, last in _chunks(fh, CHUNK_BYTES):
+                    lines = held + lines
+                    cut = len(lines) - (0 if last else open_tail(reader, lines))  # a message still to grow
+                    lines, held = lines[:cut], lines[cut:]
+                    parsed = reader.parse(lines, start_line=line_no + 1)
+                    line_no += len(lines)
+                    self._accept_chunk(path, source if last else None, parsed, report)
+                    self.flush(report)
+        except OSError as exc:
+            report.errors.append(FileError(str(path), 0, f"cannot read: {exc.strerror}"))
+
+    def _accept_chunk(
+        self, path: Path, source: tuple[str, int, int] | None, parsed: ParsedSession, report: ImportReport
+    ) -> None:
+        prepared = prepare(parsed, self.store.text_codec(), self.keep_lines)
+        report.errors += [FileError(str(path), s.line_no, s.error) for s in prepared.skipped]
+        if prepared.header is None:
             return
         unit = self.plan_session(prepared, path, report)
         if unit is None:
@@ -246,7 +341,8 @@ class Importer:
         progress: Callable[[Path], None] | None = None,
         agent: str | None = None,
     ) -> ImportReport:
-        files = discover(paths)
+        found = find_files(paths)
+        files = found.files
         with (
             self.store.yielding_to_waiters(),  # outermost: the last merge steps let waiters in too
             self.store.checkpointing(BULK_CHECKPOINT_PAGES, aside=True),
@@ -255,10 +351,13 @@ class Importer:
             self._merging = True
             try:
                 if len(files) >= PARALLEL_MIN_FILES and _workers() > 0:
-                    return self._import_pipelined(files, force, progress, agent)
-                return self._import_serial(files, force, progress, agent)
+                    report = self._import_pipelined(files, force, progress, agent)
+                else:
+                    report = self._import_serial(files, force, progress, agent)
             finally:
                 self._merging = False
+        report.errors[:0] = found.errors
+        return report
 
     def _import_serial(
         self, files: list[Path], force: bool, progress: Callable[[Path], None] | None, agent: str | None
@@ -301,9 +400,11 @@ class Importer:
         try:
             for path, source, skipped, prepared in ahead:
                 file_report = skipped or ImportReport(files=1)
-                if isinstance(prepared, OSError):
+                if isinstance(prepared, _InChunks) and source is not None:
+                    self.import_in_chunks(path, source, agent, file_report)
+                elif isinstance(prepared, OSError):
                     file_report.errors.append(FileError(str(path), 0, f"cannot read: {prepared.strerror}"))
-                elif prepared is not None and source is not None:
+                elif isinstance(prepared, PreparedFile) and source is not None:
                     self._accept(path, source, prepared, file_report)
                 report.merge(file_report)
                 self._maybe_flush(report)
@@ -335,9 +436,16 @@ class _ParsedHere(NamedTuple):
     result: PreparedFile | OSError
 
 
+class _InChunks:
+    """A file too large to parse whole: the writer reads it in chunks in its turn (`import_in_chunks`)."""
+
+
+IN_CHUNKS = _InChunks()
+
 # A file in `_Ahead`'s queue: its path, its source (None: unchanged or unreadable, with the report
-# saying so), and who parses it: a worker, this process already (`_ParsedHere`) or in its turn (None).
-_Queued = tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | _ParsedHere | None]
+# saying so), and who parses it: a worker, this process already (`_ParsedHere`), in its turn (None)
+# or in chunks (`IN_CHUNKS`).
+_Queued = tuple[Path, tuple[str, int, int] | None, ImportReport | None, Worker | _ParsedHere | _InChunks | None]
 
 
 class _Ahead:
@@ -378,7 +486,9 @@ class _Ahead:
     def __iter__(self) -> _Ahead:
         return self
 
-    def __next__(self) -> tuple[Path, tuple[str, int, int] | None, ImportReport | None, PreparedFile | OSError | None]:
+    def __next__(
+        self,
+    ) -> tuple[Path, tuple[str, int, int] | None, ImportReport | None, PreparedFile | OSError | _InChunks | None]:
         self._refill()
         if not self.queue:
             raise StopIteration
@@ -386,6 +496,8 @@ class _Ahead:
         path, source, skipped, worker = self.queue.popleft()
         if source is None:
             return path, None, skipped, None
+        if isinstance(worker, _InChunks):
+            return path, source, None, worker
         if isinstance(worker, _ParsedHere):
             self.parsed_here_bytes -= source[1]
             return path, source, None, worker.result
@@ -410,6 +522,9 @@ class _Ahead:
             if to_read is None:
                 return
             path, source = to_read
+            if source[1] > LARGE_FILE_BYTES:
+                self.queue.append((path, source, None, IN_CHUNKS))
+                continue
             try:
                 result: PreparedFile | OSError = self._parse_here(path)
             except OSError as exc:
@@ -429,6 +544,9 @@ class _Ahead:
             if to_read is None:
                 return
             path, source = to_read
+            if source[1] > LARGE_FILE_BYTES:  # read in chunks by the writer, in its turn
+                self.queue.append((path, source, None, IN_CHUNKS))
+                continue
             worker = None if starting else self._submit(path)
             if worker is not None:
                 self.ahead_bytes += source[1]
@@ -494,6 +612,26 @@ class _Ahead:
         for worker in self.workers:
             worker.close()
         self.workers = []
+
+
+# A session file larger than this is read, parsed and written in chunks of `CHUNK_BYTES` (by the
+# writer, never a worker): parsed whole, a file costs ~14x its size in memory at once (a 21 MB
+# session: 288 MB peak RSS). In chunks: ~14 x 2 MB whatever the file's size.
+LARGE_FILE_BYTES = 4 << 20
+CHUNK_BYTES = 2 << 20
+
+
+def _chunks(fh: BinaryIO, size: int) -> Iterator[tuple[list[bytes], bool]]:
+    """Whole lines of an open file, about `size` bytes at a time, each with whether it is the last."""
+    chunk: list[bytes] = []
+    held = 0
+    for line in fh:
+        chunk.append(line)
+        held += len(line)
+        if held >= size:
+            yield chunk, False
+            chunk, held = [], 0
+    yield chunk, True
 
 
 # Files parsed ahead by a worker process (`import` of many files); PI_MEMORY_IMPORT_WORKERS=0 turns it off.

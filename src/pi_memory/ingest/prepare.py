@@ -10,10 +10,10 @@ as much to send, and the writer is the busier of the two). Pure: no database, no
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..core import jsonline
 from ..core.echo import is_echo_message, session_echoes
 from ..core.sources.pi import Entry, Header, ParsedSession, Skipped
 from ..core.sources.readers import read_session_file
@@ -153,7 +153,7 @@ def _plan_runs(parsed: ParsedSession, metas: list[str | None]) -> list[PlannedRu
     for position, (entry, stored_meta) in enumerate(zip(parsed.messages, metas, strict=True)):
         r = entry.rendered
         assert r is not None
-        meta = json.loads(stored_meta) if stored_meta else {}
+        meta = jsonline.loads(stored_meta) if stored_meta else {}
         messages.append(RunMessage(position, entry.entry_id, r.role, r.text, meta, _source(entry), message_ts(entry)))
     messages.sort(key=lambda m: (m.ts, m.msg_id))
     return plan_file_runs(messages)

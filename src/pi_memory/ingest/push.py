@@ -14,11 +14,11 @@ committed whole transactions only, so the next run sends exactly the rest.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import jsonline
 from ..storage.pg.store import PgStore
 from ..storage.store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
 from ..storage.usage import COLUMNS as USAGE_COLUMNS
@@ -84,7 +84,7 @@ def plan_session(local: Store, team: PgStore, row: SessionRow) -> SessionWrite:
     ):
         if r[7] in have:
             continue
-        meta = json.loads(r[6]) if r[6] else {}
+        meta = jsonline.loads(r[6]) if r[6] else {}
         text = decode_text(r[2])
         m = NewMessage(row.id, r[0], r[1], text, bool(r[3]), r[4], r[5], meta if isinstance(meta, dict) else {}, r[7])
         if r[8] is not None:

@@ -12,12 +12,12 @@ them.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import jsonline
 from ..core.sources.readers import claude_dir
 from ..storage.store import Store
 
@@ -51,7 +51,7 @@ class Advice:
 def cleanup_period(settings_path: Path) -> tuple[int, bool]:
     """Claude Code's `cleanupPeriodDays` and whether it is left at its default."""
     try:
-        settings = json.loads(settings_path.read_text(encoding="utf-8"))
+        settings = jsonline.loads(settings_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return DEFAULT_CLEANUP_DAYS, True
     value = settings.get("cleanupPeriodDays") if isinstance(settings, dict) else None

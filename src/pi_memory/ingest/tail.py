@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.sources.pi import open_regular
 from ..core.sources.readers import Reader, open_tail, reader_for
 from ..storage.store import Store
 from .importer import FileError, Importer, write_parsed
@@ -63,7 +64,7 @@ class SyncResult:
 
 def head_hash(path: Path) -> str | None:
     """Hash of the first line; None while the first line is not complete."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         head = fh.readline(HEAD_MAX)
     if not head.endswith(b"\n") and len(head) < HEAD_MAX:
         return None
@@ -128,7 +129,7 @@ class Follower:
         line_no: int,
         result: SyncResult,
     ) -> None:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             fh.seek(start)
             lines = complete_lines(fh.read(st.st_size - start))
         if self.clock() - st.st_mtime < self.settle_s:
@@ -150,7 +151,7 @@ class Follower:
     def _adopt(self, path: Path, key: str, st: os.stat_result, head: str, state: FileState) -> bool:
         """Take over a file `import` already read whole: count its lines instead of parsing them again."""
         line_no, last = 0, b"\n"
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             while block := fh.read(1 << 20):
                 line_no += block.count(b"\n")
                 last = block[-1:]
@@ -162,7 +163,7 @@ class Follower:
     def _rebuild(self, path: Path, state: FileState) -> Reader:
         """A reader that has seen the lines before the offset (after a restart), without writing them again."""
         reader = reader_for(path)
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             reader.parse(complete_lines(fh.read(state.offset)))
         return reader
 

@@ -8,9 +8,9 @@ before it, so editing, deleting, reordering or inserting any stored event
 breaks the chain at that point. `verify_chain` walks the rows once and
 returns the trusted prefix: everything before the first bad row.
 
-What a chain cannot prove: someone who rewrites the last event *and*
-recomputes its hash is not detected (there is nothing after it to disagree).
-Exporting the chain (or noting its head hash) is the way to pin it.
+What a chain alone cannot prove: someone who can write the file can append an
+event with a correct hash, or rewrite one and recompute every hash after it.
+The keyed seals and the pinned head (`seal.py`) are what catch those.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..core import jsonline
 
 GENESIS = "0" * 64  # the prev_hash of event 1
 EVENT_VERSION = 1
@@ -45,7 +47,7 @@ class ChainRow:
 
     def to_line(self) -> str:
         """The export form: the event with its hash, still canonical."""
-        return canonical({**json.loads(self.event), "hash": self.hash})
+        return canonical({**jsonline.loads(self.event), "hash": self.hash})
 
 
 def make_row(seq: int, prev_hash: str, body: dict[str, Any]) -> ChainRow:
@@ -65,6 +67,15 @@ class ChainReport:
     reason: str | None = None
     head_hash: str = GENESIS  # hash of the last trusted event
     events: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the trusted events, parsed
+    sealed: bool = False  # its events carry keyed seals (`seal.py`); False: not checked or not sealed yet
+    pinned: bool = False  # its head is pinned outside the archive (`seal.py`)
+    restore_from: int | None = None  # the chain a replaced log was pinned at (`MemoryLog.repair` restores it)
+
+    def cut(self, trusted: int, reason: str, head_hash: str) -> None:
+        """Trust only the first `trusted` events (a seal or the pin failed after them)."""
+        self.broken_at, self.reason = trusted + 1, reason
+        self.trusted, self.head_hash = trusted, head_hash
+        del self.events[trusted:]
 
     @property
     def ok(self) -> bool:
@@ -78,6 +89,8 @@ class ChainReport:
             "broken_at": self.broken_at,
             "reason": self.reason,
             "head_hash": self.head_hash,
+            "sealed": self.sealed,
+            "pinned": self.pinned,
         }
 
 
@@ -88,7 +101,7 @@ def row_problem(row: ChainRow, expected_seq: int, expected_prev: str) -> tuple[s
     if row.prev_hash != expected_prev:
         return "prev_hash does not match the previous event's hash", None
     try:
-        event = json.loads(row.event)
+        event = jsonline.loads(row.event)
     except ValueError:
         return "event is not valid JSON", None
     if not isinstance(event, dict):
@@ -123,7 +136,7 @@ def verify_chain(rows: Iterable[ChainRow]) -> ChainReport:
 
 def parse_line(line: str) -> ChainRow:
     """An exported line back into a row; ValueError with a reason if it is not one."""
-    obj = json.loads(line)
+    obj = jsonline.loads(line)
     if not isinstance(obj, dict) or not isinstance(obj.get("hash"), str):
         raise ValueError("not an exported memory event (no hash)")
     hash_ = obj.pop("hash")

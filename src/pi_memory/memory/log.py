@@ -12,20 +12,26 @@ active one. A chain that fails verification is read-only: reads use its
 trusted prefix, appends are refused. `repair` never edits a row: it starts a
 new chain for the workspace from the trusted prefix (or from a verified
 export) and leaves the broken chain in the table for inspection.
+
+On the local archive every event also gets a keyed seal and each workspace's head is pinned
+outside the archive (`seal.py`): verification then also stops at an event written without the
+key (a forged append or rewrite) and at a replaced or cut chain.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import ArchiveError, BadInput
 from ..storage.store import Store
-from .chain import ChainReport, ChainRow, canonical, make_row, parse_line, verify_chain
+from . import seal
+from .chain import GENESIS, ChainReport, ChainRow, canonical, make_row, parse_line, verify_chain
 from .model import MemoryRecord
 from .policy import event_problem
 from .projection import MemoryState, apply, project
@@ -122,6 +128,7 @@ class MemoryLog:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.sealing = bool(getattr(store, "seals_memory", False))  # the team archive does not
 
     # --- reading -------------------------------------------------------------------
 
@@ -139,7 +146,36 @@ class MemoryLog:
 
     def report(self, workspace: str) -> ChainReport:
         with self.store.read():
-            return verify_chain(self.chain_rows(self.active_chain(workspace)))
+            chain = self.active_chain(workspace)
+            return self.verify(workspace, chain, self.chain_rows(chain))
+
+    def verify(self, workspace: str, chain: int | None, rows: list[ChainRow]) -> ChainReport:
+        """The hash chain's report, cut further where a seal or the pin fails (`seal.py`)."""
+        report = verify_chain(rows)
+        if not self.sealing:
+            return report
+        pin = seal.read_pin(self._archive(), workspace)
+        trusted = rows[: report.trusted]
+        pinned_present = pin is not None and self._chain_of(pin.chain) == workspace
+        found = seal.check(seal.read_key(), workspace, chain, trusted, self.seals_of(chain), pin, pinned_present)
+        report.sealed, report.pinned = not found.legacy and bool(rows), pin is not None
+        if found.problem is not None and (found.sealed < report.trusted or report.ok):  # else the hash broke first
+            report.cut(found.sealed, found.problem, trusted[found.sealed - 1].hash if found.sealed else GENESIS)
+        if pinned_present and pin is not None and pin.chain != chain:
+            report.restore_from = pin.chain
+        return report
+
+    def seals_of(self, chain: int | None) -> dict[int, str]:
+        if chain is None or not self.sealing:
+            return {}
+        return {int(q): str(v) for q, v in self.store.rows("SELECT seq, seal FROM memory_seal WHERE chain=?", (chain,))}
+
+    def _chain_of(self, chain: int) -> str | None:
+        value = self.store.scalar("SELECT workspace FROM memory_chain WHERE id=?", (chain,))
+        return str(value) if value is not None else None
+
+    def _archive(self) -> str:
+        return seal.archive_key(self.store.path)
 
     def state(self, workspace: str) -> tuple[MemoryState, ChainReport]:
         """The projection of the trusted prefix, and the verification report it came from."""
@@ -161,8 +197,9 @@ class MemoryLog:
     def export_lines(self, workspace: str, raw: bool = False) -> tuple[list[str], ChainReport]:
         """The chain as JSONL lines: the trusted prefix, or every stored row with `raw`."""
         with self.store.read():
-            rows = self.chain_rows(self.active_chain(workspace))
-        report = verify_chain(rows)
+            chain = self.active_chain(workspace)
+            rows = self.chain_rows(chain)
+            report = self.verify(workspace, chain, rows)
         chosen = rows if raw else rows[: report.trusted]
         return [r.to_line() for r in chosen], report
 
@@ -187,12 +224,46 @@ class MemoryLog:
             (chain, row.seq, row.prev_hash, row.hash, row.event),
         )
 
+    @contextlib.contextmanager
+    def _pinning(self) -> Iterator[list[tuple[str, seal.Pin]]]:
+        """Around a write: what it pins is pinned after its commit, in commit order (`seal.pinning`)."""
+        pins: list[tuple[str, seal.Pin]] = []
+        if not self.sealing:
+            yield pins
+            return
+        with seal.pinning():
+            yield pins
+            for workspace, pin in pins:
+                seal.write_pin(self._archive(), workspace, pin)
+
+    def _seal(self, workspace: str, chain: int, rows: Sequence[ChainRow], pins: list[tuple[str, seal.Pin]]) -> None:
+        """Seal the chain's events that have no seal yet (all of them in a chain written before
+        seals: trusted as they are, once), inside the write transaction; pin the head after it."""
+        if not self.sealing:
+            return
+        if not rows:  # a repair that kept nothing: this empty chain is the workspace's now
+            pins.append((workspace, seal.Pin(chain, 0, seal.NO_SEAL)))
+            return
+        have = self.seals_of(chain)
+        start = 0
+        while start < len(rows) and rows[start].seq in have:
+            start += 1
+        previous = have[rows[start - 1].seq] if start else seal.NO_SEAL
+        new = seal.seal_rows(seal.ensure_key(), workspace, chain, rows[start:], previous)
+        self.store.executemany(
+            "INSERT INTO memory_seal(chain, seq, seal) VALUES (?,?,?)",
+            [(chain, row.seq, value) for row, value in zip(rows[start:], new, strict=True)],
+        )
+        last = new[-1] if new else have[rows[-1].seq]
+        pins.append((workspace, seal.Pin(chain, rows[-1].seq, last)))
+
     def append(self, workspace: str, build: Builder) -> Appended:
         """Read the tail, replay, build and judge the event, seal and insert it: one transaction."""
-        with self.store.write():
+        with self._pinning() as pins, self.store.write():
             self.store.lock_workspace(workspace)
             chain = self._ensure_chain(workspace)
-            report = verify_chain(self.chain_rows(chain))
+            rows = self.chain_rows(chain)
+            report = self.verify(workspace, chain, rows)
             if not report.ok:
                 raise MemoryChainBroken(broken_message(workspace, report))
             state = project(report.events)
@@ -208,6 +279,7 @@ class MemoryLog:
             if problem:
                 raise MemoryRefused(problem)
             self._insert(chain, row)
+            self._seal(workspace, chain, [*rows, row], pins)
         apply(state, event)
         target = str(body.get("id"))
         return Appended(event, state, state.records.get(target))
@@ -219,11 +291,11 @@ class MemoryLog:
             raise BadInput(
                 f"the file's chain is broken at event {incoming.broken_at} ({incoming.reason}); nothing imported"
             )
-        with self.store.write():
+        with self._pinning() as pins, self.store.write():
             self.store.lock_workspace(workspace)
             chain = self._ensure_chain(workspace, "import")
             existing = self.chain_rows(chain)
-            current = verify_chain(existing)
+            current = self.verify(workspace, chain, existing)
             if not current.ok:
                 raise MemoryChainBroken(broken_message(workspace, current))
             for mine, theirs in zip(existing, rows, strict=False):
@@ -235,6 +307,7 @@ class MemoryLog:
             new = list(rows[len(existing) :])
             for row in new:
                 self._insert(chain, row)
+            self._seal(workspace, chain, [*existing, *new], pins)
         ignored = project(incoming.events).ignored
         return ImportResult(workspace, chain, len(new), min(len(existing), len(rows)), ignored, torn)
 
@@ -246,16 +319,28 @@ class MemoryLog:
                 raise BadInput(
                     f"the file's chain is broken at event {checked.broken_at} ({checked.reason}); nothing changed"
                 )
-        with self.store.write():
+        with self._pinning() as pins, self.store.write():
             self.store.lock_workspace(workspace)
             old = self.active_chain(workspace)
             rows = self.chain_rows(old)
-            report = verify_chain(rows)
+            report = self.verify(workspace, old, rows)
             if old is None or report.ok:
                 raise BadInput(f"the memory log of {workspace} is intact; there is nothing to repair")
-            keep = list(source) if source is not None else rows[: report.trusted]
+            keep = list(source) if source is not None else self._trusted_rows(workspace, rows, report)
             note = f"repair of chain {old}: broken at event {report.broken_at} ({report.reason})"
             new = self._new_chain(workspace, note)
             for row in keep:
                 self._insert(new, row)
+            self._seal(workspace, new, keep, pins)
         return RepairResult(workspace, old, new, len(keep), len(rows) - report.trusted, report.broken_at, report.reason)
+
+    def _trusted_rows(self, workspace: str, rows: list[ChainRow], report: ChainReport) -> list[ChainRow]:
+        """What a repair continues from: the chain's trusted events, or, for a replaced log, those
+        of the chain pinned before it (as far as its seals vouch for them)."""
+        if report.restore_from is None:
+            return rows[: report.trusted]
+        pinned = self.chain_rows(report.restore_from)
+        found = seal.check(
+            seal.read_key(), workspace, report.restore_from, pinned, self.seals_of(report.restore_from), None, False
+        )
+        return pinned[: min(found.sealed, verify_chain(pinned).trusted)]

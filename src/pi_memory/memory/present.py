@@ -83,5 +83,10 @@ def format_record(record: MemoryRecord) -> str:
 
 def format_report(workspace: str, report: ChainReport) -> str:
     if report.ok:
-        return f"ok: {workspace}: {plural(report.rows, 'event')}, chain intact (head {report.head_hash[:16]})"
+        sealed = (
+            ", sealed" + (" and pinned" if report.pinned else "")
+            if report.sealed
+            else (", not sealed yet (written before seals: sealed at the next write)" if report.rows else "")
+        )
+        return f"ok: {workspace}: {plural(report.rows, 'event')}, chain intact{sealed} (head {report.head_hash[:16]})"
     return f"BROKEN: {workspace}: " + chain_warning(report).removeprefix("warning: ")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core import ids
 from ..errors import BadInput, NotFound
 from ..storage.store import Store
 from . import find
@@ -86,7 +87,7 @@ class Listing:
 
 def resolve_id(state: MemoryState, ref: str, session_id: str | None) -> MemoryRecord:
     """A full id or a unique prefix (`mem_` optional) of a memory this session can see."""
-    ref = ref.strip()
+    ref = ids.reference(ref, "memory id")
     want = ref if ref.startswith("mem_") else "mem_" + ref
     visible = [r for r in state.records.values() if visible_to(r, session_id)]
     exact = [r for r in visible if r.id == want]
@@ -126,8 +127,11 @@ def _stamp(event: dict[str, Any], author: str, session_id: str | None, ts: int |
 class Memories:
     """The memory operations of one archive; every method names its workspace by cwd."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, name_other_workspaces: bool = True) -> None:
         self.log = MemoryLog(store)
+        # a person is told which workspace holds a memory not found here; a model never learns
+        # the paths of other workspaces (the tools of the bridge and the MCP server)
+        self.name_other_workspaces = name_other_workspaces
 
     # --- writes by the user ------------------------------------------------------
 
@@ -260,6 +264,7 @@ class Memories:
         session_id: str | None = None,
         now: int | None = None,
     ) -> Listing:
+        query = ids.query(query)
         status_v = _checked(normalize_status, status)
         kind_v = _checked(normalize_kind, kind) if kind else None
         workspace, state, report = self.state(cwd)
@@ -285,6 +290,8 @@ class Memories:
         try:
             return resolve_id(state, ref, session_id)
         except NotFound:
+            if not self.name_other_workspaces:
+                raise
             elsewhere = [w for w in self.log.workspaces_holding(ref.strip()) if w != workspace_key(cwd)]
             if elsewhere:
                 raise NotFound(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..core import ids
 from ..core.format import EVIDENCE_HEADER
 from ..core.render import ROLES, SUMMARY, TOOL_ERROR, TOOL_RESULT
 from ..errors import BadInput
@@ -160,7 +161,7 @@ def parse_request(params: dict[str, Any]) -> RecallRequest:
         action = "search" if action == "summary_search" else "summary"
     return RecallRequest(
         action=action,
-        query=str(p.get("query") or "").strip(),
+        query=ids.query(str(p.get("query") or "")).strip(),
         session=session,
         scope=_choice(scope_value, "scope", SCOPES, default_scope),
         branch_ids=branch_ids,

@@ -8,10 +8,10 @@ cursors join the segments back exactly.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..compact.recall import segment
+from ..core import jsonline
 from ..core.text import clip
 from ..runs.detail import message_detail_text, strip_attachments
 from ..storage.store import Store, decode_text, decompress
@@ -22,7 +22,7 @@ _MSG_COLUMNS = """m.id, m.session_id, m.ts, m.role, m.text, m.entry_id, m.meta, 
 
 def _meta(raw: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(raw) if raw else {}
+        value = jsonline.loads(raw) if raw else {}
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
@@ -60,7 +60,7 @@ def load_items(store: Store, msg_ids: list[int]) -> list[RecallItem]:
 
 def _source_of(line: str) -> dict[str, Any] | None:
     try:
-        data = json.loads(line)
+        data = jsonline.loads(line)
     except ValueError:
         return None
     if not isinstance(data, dict):

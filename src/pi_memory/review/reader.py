@@ -12,13 +12,13 @@ placeholders, `sql_in_list`), so the same code reads a PostgreSQL team archive.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import jsonline
 from ..runs.table import load_fields
 from ..storage.store import Store, decode_text
 from .collect import Collector, RunRow
@@ -100,7 +100,7 @@ def attach_errors(store: Store, runs: list[RunRow]) -> None:
 
 def _meta(raw: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(raw) if raw else {}
+        value = jsonline.loads(raw) if raw else {}
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

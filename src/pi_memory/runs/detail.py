@@ -14,10 +14,10 @@ pages the verbatim source JSON the same way.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import ids, jsonline
 from ..core.format import EVIDENCE_HEADER
 from ..errors import BadInput, NotFound
 from ..storage.store import Store, decode_text, decompress
@@ -28,30 +28,10 @@ RUN_READ_MAX_MESSAGES = 400  # a run read loads at most this many messages; the 
 ENCODED_MIN_CHARS = 1024  # a `data`/`base64` string this long is an attachment, not text
 DETAILS_MAX_CHARS = 2_000  # tool `details` (diffs...) are shown when this small; raw mode has them all
 ENCODED_KEYS = {"data", "base64", "bytes", "blob"}
-_ADDRESS = re.compile(r"^r(\d+)(?:/m(\d+))?$")
-
-
-@dataclass
-class Address:
-    run_id: int
-    pos: int | None  # 1-based message position in the run; None for the whole run
-
-    def __str__(self) -> str:
-        return f"r{self.run_id}" + (f"/m{self.pos}" if self.pos else "")
-
-
-def parse_address(value: str) -> Address:
-    found = _ADDRESS.match(value.strip().lower())
-    if not found:
-        raise BadInput(f"{value!r} is not an address: use r<N> for a run or r<N>/m<K> for one message")
-    pos = int(found.group(2)) if found.group(2) else None
-    if pos == 0:
-        raise BadInput("message positions start at 1: r<N>/m1 is the first message")
-    return Address(int(found.group(1)), pos)
-
-
-def is_address(value: str) -> bool:
-    return bool(_ADDRESS.match(value.strip().lower()))
+# addresses are read by the one id parser (`core.ids`); its names kept here for their callers
+Address = ids.Address
+parse_address = ids.address
+is_address = ids.is_address
 
 
 # --- paging ---------------------------------------------------------------------------
@@ -228,7 +208,7 @@ def read_run(store: Store, run_id: int, offset: int = 0) -> RunWindow:
         rows = store.rows(
             """SELECT rm.pos, m.id, m.ts, m.role, m.text FROM run_msg rm JOIN msg m ON m.id = rm.msg_id
                WHERE rm.run_id=? AND rm.pos > ? ORDER BY rm.pos LIMIT ?""",
-            (run_id, max(0, int(offset)), RUN_READ_MAX_MESSAGES),
+            (run_id, ids.number(offset, "offset"), RUN_READ_MAX_MESSAGES),
         )
     views = [
         RunMessageView(f"r{run_id}/m{pos}", int(mid), int(ts), str(role), decode_text(text))
@@ -264,7 +244,7 @@ def _full_text(rendered: str, blob: bytes | None, raw: bool, thinking: bool) -> 
     if raw:
         return line
     try:
-        data = json.loads(line)
+        data = jsonline.loads(line)
     except ValueError:
         return rendered
     source = data.get("message") if isinstance(data.get("message"), dict) else data

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import ids
 from ..core.format import plural
 from ..errors import BadInput, NotFound
 from ..storage.store import Store
@@ -60,11 +61,12 @@ class ForgetPlan:
 
 def plan_target(store: Store, target: str, resolve_session: Callable[[str], str]) -> ForgetPlan:
     """`rN` is a run, digits a msg id (unless they are also a session prefix), anything else a session."""
-    target = target.strip()
-    if target.lower().startswith("r") and target[1:].isdigit():
-        return plan_run(store, int(target[1:]))
-    if target.isdigit():
-        is_message = store.scalar("SELECT 1 FROM msg WHERE id=?", (int(target),)) is not None
+    target = ids.reference(target, "what to forget")
+    if ids.is_address(target) and "/" not in target:
+        return plan_run(store, ids.run_id(target))
+    if target.isascii() and target.isdigit():
+        msg_id = ids.number(target, "message id")
+        is_message = store.scalar("SELECT 1 FROM msg WHERE id=?", (msg_id,)) is not None
         # digits only: LIKE needs no escaping; a session's short id (its last 8 characters) may be all digits
         prefix_of = store.scalar(
             "SELECT 1 FROM session WHERE id LIKE ? OR id LIKE ? LIMIT 1", (target + "%", "%" + target)
@@ -72,7 +74,7 @@ def plan_target(store: Store, target: str, resolve_session: Callable[[str], str]
         if is_message and prefix_of and len(target) >= MIN_PREFIX:
             raise BadInput(f"{target!r} is both a msg id and part of a session id: give the whole session id")
         if is_message or not prefix_of or len(target) < MIN_PREFIX:
-            return plan_message(store, int(target))
+            return plan_message(store, msg_id)
     return plan_session(store, resolve_session(target))
 
 

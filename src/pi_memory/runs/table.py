@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core import ids, jsonline
 from ..core.echo import is_recall_run, with_echo_token
 from ..core.summary import LINE_MAX, RunMessage, RunSummary, is_final_reply, run_status, segment, summarize
 from ..core.text import index_texts
-from ..errors import BadInput, NotFound
+from ..errors import NotFound
 from ..storage.store import Store, decode_text, decompress
 from ..storage.writes import AFTER_WRITE
 
@@ -31,6 +32,7 @@ from ..storage.writes import AFTER_WRITE
 Summarizer = Callable[[list[RunMessage], RunSummary], "str | None"]
 SUMMARIZER: Summarizer | None = None
 RUNS_PER_WRITE = 100  # runs written per transaction: a few ms, like an import batch
+CONTENDED_RUNS_PER_WRITE = 10  # ... while live writers wait for the lock (`Store.contended`)
 UPSERT_RUN_MSG = """INSERT INTO run_msg(msg_id, run_id, pos) VALUES (?,?,?)
                     ON CONFLICT(msg_id) DO UPDATE SET run_id=excluded.run_id, pos=excluded.pos"""
 INSERT_RUN_FILE = "INSERT INTO run_file(path, run_id, msg_id, action) VALUES (?,?,?,?) ON CONFLICT DO NOTHING"
@@ -77,7 +79,7 @@ def run_from_row(row: tuple[Any, ...]) -> RunInfo:
 def load_fields(value: str | bytes | None, first_msg: int) -> dict[str, Any]:
     """A run's fields as stored (`run.fields`, packed or not), with message ids as ids: those written
     counted from the run's first message (`RELATIVE_IDS`) have its id added back."""
-    loaded = json.loads(decode_text(value)) if value else {}
+    loaded = jsonline.loads(decode_text(value)) if value else {}
     if not isinstance(loaded, dict):
         return {}
     if loaded.pop(RELATIVE_IDS, None) == 1:
@@ -111,7 +113,7 @@ def source_message(line: bytes | None) -> dict[str, Any] | None:
     if line is None:
         return None
     try:
-        data = json.loads(line)
+        data = jsonline.loads(line)
     except ValueError:
         return None
     return message_of(data)
@@ -136,7 +138,7 @@ def load_messages(store: Store, session_id: str, after: tuple[int, int] | None =
     sql += " ORDER BY m.ts, m.seq"
     out = []
     for msg_id, entry_id, role, text, meta, raw, ts, _seq in store.rows(sql, params):
-        loaded = json.loads(meta) if meta else {}
+        loaded = jsonline.loads(meta) if meta else {}
         words = decode_text(text)
         out.append(RunMessage(msg_id, entry_id, role, words, loaded, _source_message(raw, words), int(ts)))
     return out
@@ -217,7 +219,7 @@ def _new_steps(store: Store, new_ids: list[int]) -> list[_Step]:
         (store.list_param(new_ids),),
     )
     return [
-        _Step(int(i), None, str(role), "", json.loads(meta) if meta else {}, None, int(ts), int(seq))
+        _Step(int(i), None, str(role), "", jsonline.loads(meta) if meta else {}, None, int(ts), int(seq))
         for i, role, meta, ts, seq in rows
     ]
 
@@ -328,8 +330,9 @@ def segment_sessions(
 
 def _write_plans(store: Store, plans: list[tuple[str, PreparedRun]]) -> list[int]:
     written: list[int] = []
-    for begin in range(0, len(plans), RUNS_PER_WRITE):
-        batch = plans[begin : begin + RUNS_PER_WRITE]
+    per_write = CONTENDED_RUNS_PER_WRITE if getattr(store, "contended", False) else RUNS_PER_WRITE
+    for begin in range(0, len(plans), per_write):
+        batch = plans[begin : begin + per_write]
         with store.write():
             rows = [write_run(store, session_id, p) for session_id, p in batch]
             # summaries are indexed after every upsert of the transaction: an upsert opens a
@@ -451,10 +454,8 @@ def rebuild(store: Store, session_id: str | None = None) -> int:
 
 
 def parse_run_id(value: str) -> int:
-    text = value.strip().lower()
-    if not text.startswith("r") or not text[1:].isdigit():
-        raise BadInput(f"{value!r} is not a run id: use r<N>, e.g. r12")
-    return int(text[1:])
+    """`r12` -> 12 (the one id parser's: `core.ids`)."""
+    return ids.run_id(value)
 
 
 def get_run(store: Store, run_id: int) -> RunInfo:

@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from .presence import ImportPresence
+
 if TYPE_CHECKING:
     import apsw
 
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
 # transactions instead of 887 on 20k messages and a 4% slower import.
 FTS_INDEXES = ("msg_fts", "run_fts", "msg_typed")
 MERGE_STEP_PAGES = 100
+CONTENDED_MERGE_PAGES = 16  # ... while live writers wait for the lock (`Store.contended`): a step of ~3 ms
 # pages a step of `shrink` gives back: moving a page from the file's end costs about as much as
 # writing it, so a step stays within a few ms
 VACUUM_STEP_PAGES = 200
@@ -77,6 +80,7 @@ class ImportMerging:
     """`merging_in_steps`, `merge_steps`, `shrink` and `restore_automerge`."""
 
     conn: apsw.Connection
+    presence: ImportPresence
 
     if TYPE_CHECKING:
 
@@ -87,6 +91,9 @@ class ImportMerging:
         def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
 
         def counters(self) -> dict[str, int]: ...
+
+        @property
+        def contended(self) -> bool: ...
 
     @contextmanager
     def merging_in_steps(self) -> Iterator[None]:
@@ -104,25 +111,26 @@ class ImportMerging:
         wrote most of an index (a first one) merges it into one segment at the end instead
         (`IMPORT_OPTIMIZES`).
         """
-        before = self.counters()
-        with self.write():
-            for table in FTS_INDEXES:
-                key = _AUTOMERGE_WAS + table  # kept as it is when another import (or a killed one) set it
-                self.conn.execute(
-                    "INSERT OR IGNORE INTO counter(name, value) VALUES (?, ?)", (key, self._automerge(table))
-                )
-                self._set_merge_rule(table, IMPORT_MERGE_RULE)
-                self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
-                self._set_import_limits(table, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES)
         try:
-            yield
-            with self.write():
-                for table in FTS_INDEXES:
-                    self._set_merge_rule(table, self._rule_before_import(table))
-            self.merge_steps(whole=self._mostly_new(before))  # in steps still
-            self.shrink()  # the pages those merges freed
+            with self.presence.importing():  # before its record: an opening then leaves the settings alone
+                before = self.counters()
+                with self.write():
+                    for table in FTS_INDEXES:
+                        key = _AUTOMERGE_WAS + table  # kept as it is when another import (or a killed one) set it
+                        self.conn.execute(
+                            "INSERT OR IGNORE INTO counter(name, value) VALUES (?, ?)", (key, self._automerge(table))
+                        )
+                        self._set_merge_rule(table, IMPORT_MERGE_RULE)
+                        self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('automerge', 0)")
+                        self._set_import_limits(table, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES)
+                yield
+                with self.write():
+                    for table in FTS_INDEXES:
+                        self._set_merge_rule(table, self._rule_before_import(table))
+                self.merge_steps(whole=self._mostly_new(before))  # in steps still
+                self.shrink()  # the pages those merges freed
         finally:
-            self.restore_automerge()
+            self.restore_automerge()  # unless another import is still under way: then at its end
 
     def shrink(self) -> int:
         """Give the file's free pages back, `VACUUM_STEP_PAGES` at a time, each step its own
@@ -149,7 +157,8 @@ class ImportMerging:
         self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('usermerge', ?)", (rule,))
 
     def _rule_before_import(self, table: str) -> int:
-        return _merge_rule(int(self.scalar("SELECT value FROM counter WHERE name = ?", (_AUTOMERGE_WAS + table,))))
+        was = self.scalar("SELECT value FROM counter WHERE name = ?", (_AUTOMERGE_WAS + table,))
+        return _merge_rule(-1 if was is None else int(was))  # None: a store without the presence lock gave it back
 
     def _mostly_new(self, before: dict[str, int]) -> set[str]:
         """The full-text indexes whose documents are at least half this import's (`IMPORT_OPTIMIZES`)."""
@@ -167,8 +176,9 @@ class ImportMerging:
         one merge), the others by their merge rule."""
         steps = 0
         for table in FTS_INDEXES:
-            pages = -MERGE_STEP_PAGES if table in whole else MERGE_STEP_PAGES
             while True:
+                size = CONTENDED_MERGE_PAGES if self.contended else MERGE_STEP_PAGES
+                pages = -size if table in whole else size
                 with self.write():
                     worked = merge_step(self.conn, table, pages)
                 steps += 1
@@ -177,12 +187,21 @@ class ImportMerging:
         return steps
 
     def restore_automerge(self) -> None:
-        """Give the full-text indexes back the automerge an import turned off (see `merging_in_steps`)."""
+        """Give the full-text indexes back the automerge an import turned off (see `merging_in_steps`),
+        unless an import is under way (`presence.py`): it was not killed, it gives them back at its end."""
         rows = self.rows(
             "SELECT name, value FROM counter WHERE name >= ? AND name < ?", (_AUTOMERGE_WAS, _AUTOMERGE_WAS + "\uffff")
         )
         if not rows:
             return
+        with self.presence.none_importing() as alone:
+            if alone:
+                self._give_back_automerge()
+
+    def _give_back_automerge(self) -> None:
+        rows = self.rows(
+            "SELECT name, value FROM counter WHERE name >= ? AND name < ?", (_AUTOMERGE_WAS, _AUTOMERGE_WAS + "\uffff")
+        )
         with self.write():
             for name, was in rows:
                 table = str(name)[len(_AUTOMERGE_WAS) :]

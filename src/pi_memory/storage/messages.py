@@ -71,6 +71,7 @@ class MessageWrites:
     text_dict_id: int
     index_deferred: bool
     pending_index: bool
+    own_pending: list[int]
     _first_users: dict[str, tuple[int, str]]
     _last_seq: dict[str, tuple[int, int, int]]
     _txn: int
@@ -137,6 +138,7 @@ class MessageWrites:
         self._remember_seq(m.session_id, msg_id, seq)
         if m.index_waits:
             self.pending_index = True
+            self.own_pending.append(msg_id)
         elif m.indexed:
             self.conn.execute(
                 "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",
@@ -207,6 +209,7 @@ class MessageWrites:
         """The index entries and verbatim copies of new messages, one statement a table."""
         if any(m.index_waits for _, m in added):
             self.pending_index = True
+            self.own_pending += [msg_id for msg_id, m in added if m.index_waits]
         indexed = [(msg_id, m) for msg_id, m in added if m.indexed and not m.index_waits]
         self.conn.executemany(
             "INSERT INTO msg_fts(rowid, chars, grams) VALUES (?,?,?)",

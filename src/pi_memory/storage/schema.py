@@ -29,6 +29,7 @@ Tables
 - `memory_event`  the memory log: one canonical JSON event per row, hash-chained
               per chain (seq from 1, prev_hash, hash). Both memory tables are
               append-only: triggers refuse UPDATE and DELETE (see `memory/log.py`).
+- `memory_seal`   each memory event's keyed seal (`memory/seal.py`), append-only too.
 - `compact_window` one row per committed pi compaction (window manifest): a hash
               chain per session; rows are immutable (a trigger refuses UPDATE).
 - `run`       one row per run (a user message through the final reply), derived from `msg`
@@ -380,6 +381,27 @@ MIGRATIONS.append(
           detail     TEXT
         );
         CREATE INDEX IF NOT EXISTS context_ledger_session ON context_ledger(session_id, ts);
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
+        "m013_memory_seals",
+        # each memory event's keyed seal (`memory/seal.py`): an HMAC under a key kept outside the
+        # archive, so a writer of this file cannot append or rewrite an event that verifies;
+        # append-only like the events
+        """
+        CREATE TABLE IF NOT EXISTS memory_seal (
+          chain INTEGER NOT NULL,
+          seq   INTEGER NOT NULL,
+          seal  TEXT    NOT NULL,
+          PRIMARY KEY (chain, seq)
+        ) WITHOUT ROWID;
+        CREATE TRIGGER IF NOT EXISTS memory_seal_no_update BEFORE UPDATE ON memory_seal
+        BEGIN SELECT RAISE(ABORT, 'memory_seal is append-only'); END;
+        CREATE TRIGGER IF NOT EXISTS memory_seal_no_delete BEFORE DELETE ON memory_seal
+        BEGIN SELECT RAISE(ABORT, 'memory_seal is append-only'); END;
         """,
     )
 )

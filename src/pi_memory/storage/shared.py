@@ -50,6 +50,10 @@ class SharedSql:
         """Index the messages whose index entry waited (`INDEX_PENDING`); how many. None on this backend."""
         return 0
 
+    def index_own_pending(self) -> int:
+        """`index_pending` for this connection's own live writes; none on this backend either."""
+        return 0
+
     def sql_in_list(self, expr: str) -> str:
         """`expr` is one of the values of the parameter `list_param` made (each backend spells it its way)."""
         raise NotImplementedError

@@ -41,6 +41,7 @@ from .echoes import EchoMarks
 from .merging import FTS_INDEXES, IMPORT_CRISIS_MERGE, IMPORT_HASH_BYTES, IMPORT_MERGE_RULE, ImportMerging
 from .messages import MessageWrites, typed_column
 from .pending import PendingIndex
+from .presence import ImportPresence, OpeningLock
 from .rows import NewEntry, NewMessage, SessionRow
 from .runindex import RunSummaryIndex
 from .schema import COMPACT_FTS, DATA_STEPS, MIGRATIONS, SCHEMA_VERSION
@@ -74,6 +75,9 @@ __all__ = [
 ]
 
 BUSY_TIMEOUT_MS = 5000
+# How long a bulk writer keeps its transactions short after it last saw a live writer wait for the
+# lock (`Store.contended`): live writers come in turns (a pi turn's messages), a second covers a gap.
+CONTENDED_S = 2.0
 # A bulk import checkpoints every this many pages of WAL (80 MB at 8 KB pages) instead of SQLite's
 # 1,000: an import rewrites the same index pages commit after commit (~90 pages a commit, most of
 # them leaves of the session-keyed indexes), and a checkpoint copies each page once however often
@@ -106,6 +110,26 @@ def default_db_path() -> Path:
     if env:
         return Path(env).expanduser()
     return Path.home() / ".pi" / "memory" / "sessions.db"
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    """Which file a path names now (device, inode); None if none."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _holds_pages(path: Path) -> bool:
+    """Whether an archive file has any page: in itself, or (a new one) in its WAL."""
+    for suffix in ("", "-wal"):
+        try:
+            if Path(str(path) + suffix).stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _create_private_file(path: Path) -> None:
@@ -156,22 +180,41 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
         self.aside_checkpointer: WalCheckpointer | None = None  # checkpoints on a thread of their own (`checkpointing`)
         self._wrote = False  # a write transaction committed since the last WAL this connection started (`checkpoint`)
         self._line = WaitingLine(path)  # who waits for the write lock (`waiting.py`)
+        self.presence = ImportPresence(path)  # which imports are under way (`presence.py`)
         self._yielding = False  # a bulk writer: lets announced waiters in first (`yielding_to_waiters`)
         self.write_pace = 0.0  # seconds a write transaction took per unit of its size (`writes.TXN_TARGET_S`)
+        self.own_pending: list[int] = []  # ids written `INDEX_PENDING` by this connection (`index_own_pending`)
+        self._contended_until = 0.0  # live writers were seen waiting until then (`contended`)
 
     # --- opening ------------------------------------------------------------------
 
     @classmethod
     def open(cls, path: Path | str | None = None) -> Store:
+        """Open the archive, creating it if there is none. A file found empty (0 bytes, no WAL) that
+        no process is creating is damaged (`CorruptDatabase`), never taken for a new archive."""
         if str(path or os.environ.get("PI_MEMORY_DB", "")).startswith(("postgresql:", "postgres:")):
             # Path() would turn the URL into a relative file name: a team archive opens through Archive.open
             raise ArchiveError("a postgresql:// URL is a team archive: open it with Archive.open, not Store.open")
         db_path = Path(path).expanduser() if path else default_db_path()
         if db_path.exists() and db_path.is_dir():
             raise ArchiveError(f"{db_path} is a directory, not an archive file")
+        if not _holds_pages(db_path):
+            try:
+                db_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            except OSError as exc:
+                raise ArchiveError(f"cannot open archive {db_path}: {exc}") from None
+            with OpeningLock(db_path).held():  # another process may be making it: wait, then look
+                if db_path.exists() and not _holds_pages(db_path):
+                    raise CorruptDatabase(db_path, "the file is empty (0 bytes): not an archive", file_id(db_path))
+                return cls._connect(db_path, create=True)  # its first page written before the lock is free
+        return cls._connect(db_path, create=False)
+
+    @classmethod
+    def _connect(cls, db_path: Path, create: bool) -> Store:
         try:
-            if not db_path.exists():
+            if create and not db_path.exists():
                 _create_private_file(db_path)
+            identity = file_id(db_path)
             conn = apsw.Connection(str(db_path))
         except (OSError, apsw.CantOpenError) as exc:
             raise ArchiveError(f"cannot open archive {db_path}: {exc}") from None
@@ -183,11 +226,16 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
             store.watch_dictionaries()
             store.index_pending()  # what a live writer that ended before its idle moment left unindexed
         except (apsw.NotADBError, apsw.CorruptError) as exc:
-            conn.close()
-            raise CorruptDatabase(db_path, str(exc)) from None
+            store.close()
+            raise CorruptDatabase(db_path, str(exc), identity) from None
         except apsw.BusyError:
-            conn.close()
+            store.close()
             raise ArchiveError(f"archive {db_path} stayed locked by another process; try again") from None
+        except apsw.ReadOnlyError:  # the file was moved aside under this connection (another's recovery)
+            store.close()
+            if file_id(db_path) != identity:
+                return cls.open(db_path)
+            raise
         return store
 
     def _configure(self) -> None:
@@ -229,6 +277,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
         self._forget_reloader()
         self.conn.close()
         self._line.close()
+        self.presence.close()
 
     # --- the packed text's dictionaries (codec.py, format 2) -----------------------------
 
@@ -402,8 +451,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
     @contextmanager
     def write(self) -> Iterator[None]:
         """One short write transaction; the lock is taken at BEGIN, not at first write."""
-        if self._yielding:
-            self._line.let_waiters_in()
+        if self._yielding and self._line.let_waiters_in():
+            self._saw_waiters()
         if self.aside_checkpointer is not None and self.aside_checkpointer.finish_due:
             self.aside_checkpointer.finish(self.conn)
         with self._line.beginning():
@@ -564,6 +613,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
     # verbatim lines are stored against their message's text (`codec.compress(raw, text)`), which
     # an import's parse worker does: it sends the packed line, not the line (`ingest.prepare`)
     packs_lines = True
+    # memory events get keyed seals here (`memory/seal.py`): the file is one user's, its key too
+    seals_memory = True
     checkpoints_deferred = False
     # session id -> new msg ids whose after-write hooks (runs) wait for an idle moment; None: run at once
     deferred_hooks: dict[str, list[int]] | None = None
@@ -618,7 +669,19 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
     def writer_waiting(self) -> bool:
         """Inside a bulk write (`yielding_to_waiters`): whether another writer announced that it
         waits for the lock (`waiting.py`), so that the transaction under way ends early."""
-        return self._yielding and self._line.someone_waiting()
+        waiting = self._yielding and self._line.someone_waiting()
+        if waiting:
+            self._saw_waiters()
+        return waiting
+
+    def _saw_waiters(self) -> None:
+        self._contended_until = time.monotonic() + CONTENDED_S
+
+    @property
+    def contended(self) -> bool:
+        """A bulk writer met live writers waiting for the lock within `CONTENDED_S`: its transactions
+        and merge steps are cut shorter meanwhile (`writes.CONTENDED_TXN_S`, `merging.CONTENDED_MERGE_PAGES`)."""
+        return time.monotonic() < self._contended_until
 
     @contextmanager
     def yielding_to_waiters(self) -> Iterator[None]:

@@ -102,12 +102,15 @@ class WaitingLine:
         fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
         return False
 
-    def let_waiters_in(self) -> None:
+    def let_waiters_in(self) -> bool:
         """Before a bulk writer's transaction: while another writer announces it waits, leave
-        the lock to it, up to `YIELD_MAX_S`."""
+        the lock to it, up to `YIELD_MAX_S`; whether anyone waited."""
         deadline = time.monotonic() + YIELD_MAX_S
+        waited = False
         while self.someone_waiting() and time.monotonic() < deadline:
+            waited = True
             time.sleep(_LOOK_EVERY_S)
+        return waited
 
     def close(self) -> None:
         if self._fd is not None:

@@ -35,9 +35,13 @@ INDEX_BUDGET = 200_000  # characters of token text per write transaction (see `p
 # their segments, included) stays within this. So they stay as short on a slow or busy machine and
 # grow as large as they can on a fast one (fewer, larger segments to write and merge).
 TXN_TARGET_S = 0.03
+# ... while live writers wait for the lock (`Store.contended`): their p99 is about the longest
+# transaction they wait out (8 writers beside an import: 27 ms at p90 with 30 ms, bench/contention.py)
+CONTENDED_TXN_S = 0.004
 FIRST_PACE_S = 2e-7  # seconds per unit of `_index_cost` before any transaction was timed (~40 ms for 200k)
-# units of token text (`_index_cost`) in one piece of a session (a transaction takes whole pieces)
-CHUNK_BUDGET = 50_000
+# units of token text (`_index_cost`) in one piece of a session (a transaction takes whole pieces): ~2 ms
+# at the pace of this machine, so a transaction cut short for a waiting writer is short too
+CHUNK_BUDGET = 10_000
 # How often a bulk writer's transaction, between its pieces, looks whether another writer waits for
 # the lock (`Store.writer_waiting`): one that does gets it once the piece under way and the commit
 # are done, not at the end of the transaction (a live pi session beside a first import).
@@ -142,9 +146,10 @@ def _take_pieces(
 def _fits(store: Store, started: float, cost: int) -> bool:
     """Whether a transaction of this `_index_cost` is expected to end within `TXN_TARGET_S` (and
     has not taken most of it already)."""
-    if time.perf_counter() - started > TXN_TARGET_S * 0.7:
+    target = CONTENDED_TXN_S if getattr(store, "contended", False) else TXN_TARGET_S
+    if time.perf_counter() - started > target * 0.7:
         return False
-    return cost * (store.write_pace or FIRST_PACE_S) <= TXN_TARGET_S
+    return cost * (store.write_pace or FIRST_PACE_S) <= target
 
 
 def _timed(store: Store, started: float, cost: int) -> None:
@@ -246,7 +251,7 @@ def run_deferred_hooks(store: Store) -> bool:
     """Index the messages and run the after-write hooks a live writer put off (see `Store.defer_hooks`),
     and learn the archive's dictionary once it is due (its writes do not); True if anything ran."""
     store.text_codec()
-    indexed = store.index_pending() > 0
+    indexed = store.index_own_pending() > 0
     if not store.deferred_hooks:
         return indexed
     pending, store.deferred_hooks = store.deferred_hooks, {}

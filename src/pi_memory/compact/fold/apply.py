@@ -10,7 +10,7 @@ away applies from the start of the kept context. Pure: same messages and records
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .records import FoldRecord
@@ -62,8 +62,12 @@ def _add_span(applied: Applied, start: int, end: int, rec: FoldRecord) -> None:
 
 
 def locate(view: ContextView, records: Sequence[FoldRecord]) -> Applied:
+    """Where each record lands. Auto stubs and merges are decided at moments outside the run in
+    progress, so one that would land in it is a mismatch (a reused id): it does not apply there."""
     applied = Applied()
     for rec in records:
+        if rec.kind in ("stubs", "merge") and view.run_in_progress:
+            rec = _outside_run(view, rec)
         if rec.is_span:
             end = view.index_of(rec.last)
             if end is None:
@@ -78,6 +82,16 @@ def locate(view: ContextView, records: Sequence[FoldRecord]) -> Applied:
             if at is not None and not applied.covered(at):
                 applied.stubs[at] = (stub.text, rec)
     return applied
+
+
+def _outside_run(view: ContextView, rec: FoldRecord) -> FoldRecord:
+    """The record without what would land in the run in progress (a span ending there: nothing)."""
+    run = view.current_run
+    if rec.is_span:
+        end = view.index_of(rec.last)
+        return rec if end is None or end < run else replace(rec, first="", last="")
+    stubs = [s for s in rec.stubs if (at := view.index_of(s.entry)) is None or at < run]
+    return rec if len(stubs) == len(rec.stubs) else replace(rec, stubs=stubs)
 
 
 def block_message(rec: FoldRecord) -> Message:

@@ -5,10 +5,10 @@ The only SQL of the fold package; everything that decides lives in the pure modu
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from ...core import jsonline
 from ...storage.store import decompress
 from .records import CUSTOM_TYPE, FoldRecord, parse_records
 
@@ -39,7 +39,7 @@ def session_fold_records(store: Any, session_id: str) -> tuple[list[FoldRecord],
             compacted = len(folds)
             continue
         try:
-            entry = json.loads(decompress(blob))
+            entry = jsonline.loads(decompress(blob))
         except ValueError:
             continue
         if isinstance(entry, dict) and entry.get("customType") == CUSTOM_TYPE:

@@ -102,10 +102,9 @@ def rendered_chars(view: ContextView, applied: Applied, start: int, end: int) ->
 
 def _stub_candidates(view: ContextView, applied: Applied, limit: int, cfg: FoldSettings) -> list[int]:
     out = []
-    for cid, at in view.result_at.items():
+    for at, (call_at, _block) in view.paired.items():
         msg = view.messages[at]
-        call_at = view.call_at.get(cid)
-        whole = call_at is not None and view.start <= call_at < at < limit
+        whole = view.start <= call_at < at < limit
         if not whole or view.ids[at] is None or msg.get("isError") or at in applied.stubs or applied.covered(at):
             continue
         if str(msg.get("toolName")) in FOLD_TOOLS or len(text_of(msg.get("content"))) < cfg.min_chars:
@@ -163,16 +162,19 @@ def plan_auto(
 def complete_ends(view: ContextView, start: int, limit: int) -> list[int]:
     """Indices e in [start, limit) where messages[start..e] holds only whole call/result groups."""
     ends: list[int] = []
-    pending: set[str] = set()
+    pending: set[int] = set()  # the results still to come, by index (call ids are not unique)
     for i in range(start, limit):
         msg = view.messages[i]
-        if msg.get("role") == "assistant" and msg.get("stopReason") not in UNFINISHED_STOPS:
-            pending.update(tool_call_ids(msg))
+        if msg.get("role") == "assistant" and msg.get("stopReason") not in UNFINISHED_STOPS and tool_call_ids(msg):
+            results = view.answers.get(i, [])
+            if any(r is None for r in results):
+                return ends  # a call unanswered, or of an id open twice: no later end can be whole
+            pending.update(r for r in results if r is not None)
         elif msg.get("role") == "toolResult":
-            call_at = view.call_at.get(str(msg.get("toolCallId")))
+            call_at, _block = view.call_of(i)
             if call_at is None or call_at < start:
                 return ends  # a result whose call is outside the span: no later end can be whole
-            pending.discard(str(msg.get("toolCallId")))
+            pending.discard(i)
             if not pending and view.ids[i] is not None:
                 ends.append(i)
     return ends

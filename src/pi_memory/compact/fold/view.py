@@ -2,9 +2,16 @@
 
 pi's `context` event hands extensions the messages without entry ids. The shim sends the active
 branch's entries in slim form (`{id, type, role, ts, call}`); a message is matched to its entry
-by the tool call id (tool results) or by role and timestamp (pi copies the message object into
-the entry, so both agree). A message with no entry yet (the current turn, not persisted) gets
-None and is never folded. Pure.
+by role and timestamp, and the tool call id for a tool result (pi copies the message object into
+the entry, so all agree). A message with no entry yet (the current turn, not persisted) gets
+None and is never folded.
+
+Ids are never trusted to be unique: providers reuse tool call ids within a session (`call_1`
+every turn; seen with pi 1.6.0), and matching by the id alone once tied a fresh result to an
+older entry, so the older entry's stub replaced it. So a message is tied to an entry only when
+its whole key names exactly one entry and one message, a result is paired with the nearest
+earlier call of its id that is still unanswered (never with two open calls of one id: those
+never fold), and an entry id met twice in one context is nobody's. Pure.
 """
 
 from __future__ import annotations
@@ -20,19 +27,17 @@ Message = dict[str, Any]
 FOLD_TOOLS = frozenset({"fold", "compress"})
 
 
-def message_key(msg: Message) -> tuple[str, str]:
-    if msg.get("role") == "toolResult" and msg.get("toolCallId"):
-        return ("toolResult", str(msg["toolCallId"]))
-    return (str(msg.get("role")), str(msg.get("timestamp")))
+def message_key(msg: Message) -> tuple[str, str, str]:
+    call = str(msg.get("toolCallId") or "") if msg.get("role") == "toolResult" else ""
+    return (str(msg.get("role")), str(msg.get("timestamp")), call)
 
 
-def slim_key(entry: dict[str, Any]) -> tuple[str, str] | None:
+def slim_key(entry: dict[str, Any]) -> tuple[str, str, str] | None:
     role = entry.get("role")
     if not isinstance(role, str):
         return None
-    if role == "toolResult" and entry.get("call"):
-        return ("toolResult", str(entry["call"]))
-    return (role, str(entry.get("ts")))
+    call = str(entry.get("call") or "") if role == "toolResult" else ""
+    return (role, str(entry.get("ts")), call)
 
 
 def text_of(content: Any) -> str:
@@ -59,13 +64,20 @@ class ContextView:
     ids: list[str | None]
     start: int = 0  # first message after a compaction summary
     user_at: list[int] = field(default_factory=list)  # indices of user messages (run starts)
-    call_at: dict[str, int] = field(default_factory=dict)  # tool call id -> assistant message index
-    calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # tool call id -> toolCall block
-    result_at: dict[str, int] = field(default_factory=dict)  # tool call id -> toolResult index
-    at: dict[str, int] = field(default_factory=dict)  # entry id -> message index
+    # result index -> (its call's assistant message index, the toolCall block): paired by position
+    paired: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    # assistant message index -> its calls' result indices, None where a call is unanswered or ambiguous
+    answers: dict[int, list[int | None]] = field(default_factory=dict)
+    at: dict[str, int] = field(default_factory=dict)  # entry id -> message index (ids met once)
 
     def __post_init__(self) -> None:
+        seen: dict[str, int] = {}
+        for entry_id in self.ids:
+            if entry_id is not None:
+                seen[entry_id] = seen.get(entry_id, 0) + 1
+        self.ids = [i if i is not None and seen[i] == 1 else None for i in self.ids]
         self.at = {entry_id: i for i, entry_id in enumerate(self.ids) if entry_id is not None}
+        open_calls: dict[str, list[tuple[int, int, dict[str, Any]]]] = {}  # call id -> unanswered calls
         for i, msg in enumerate(self.messages):
             role = msg.get("role")
             if role == "compactionSummary":
@@ -73,12 +85,25 @@ class ContextView:
             elif role == "user":
                 self.user_at.append(i)
             elif role == "assistant":
-                for block in msg.get("content") or []:
-                    if isinstance(block, dict) and block.get("type") == "toolCall" and block.get("id"):
-                        self.call_at[str(block["id"])] = i
-                        self.calls[str(block["id"])] = block
+                self._open(i, msg, open_calls)
             elif role == "toolResult" and msg.get("toolCallId"):
-                self.result_at[str(msg["toolCallId"])] = i
+                self._answer(i, str(msg["toolCallId"]), open_calls)
+
+    def _open(self, i: int, msg: Message, open_calls: dict[str, list[tuple[int, int, dict[str, Any]]]]) -> None:
+        blocks = [b for b in msg.get("content") or [] if isinstance(b, dict) and b.get("type") == "toolCall"]
+        self.answers[i] = [None] * len(blocks)
+        for k, block in enumerate(blocks):
+            if block.get("id"):
+                open_calls.setdefault(str(block["id"]), []).append((i, k, block))
+
+    def _answer(self, i: int, call_id: str, open_calls: dict[str, list[tuple[int, int, dict[str, Any]]]]) -> None:
+        waiting = open_calls.pop(call_id, [])
+        if len(waiting) == 1:  # the one unanswered call of this id: its result
+            at, k, block = waiting[0]
+            self.paired[i] = (at, block)
+            self.answers[at][k] = i
+        # none: a result without its call in the context; several: which one it answers is unknowable,
+        # so none of them is ever whole (their slots stay None) and the result is nobody's
 
     def index_of(self, entry_id: str) -> int | None:
         return self.at.get(entry_id)
@@ -89,6 +114,12 @@ class ContextView:
         return self.user_at[-1] if self.user_at else len(self.messages)
 
     @property
+    def run_in_progress(self) -> bool:
+        """A run is under way: the context does not end with the final answer of its last run."""
+        last = self.messages[-1] if self.messages else None
+        return last is not None and not (last.get("role") == "assistant" and last.get("stopReason") != "toolUse")
+
+    @property
     def at_run_start(self) -> bool:
         """The request a new prompt starts: the last message is the user's."""
         return bool(self.messages) and self.messages[-1].get("role") == "user"
@@ -97,30 +128,31 @@ class ContextView:
         return sum(1 for u in self.user_at if u > index)
 
     def call_of(self, result_index: int) -> tuple[int | None, dict[str, Any]]:
-        call_id = str(self.messages[result_index].get("toolCallId"))
-        return self.call_at.get(call_id), self.calls.get(call_id, {})
+        """The assistant message index and toolCall block a result answers; (None, {}) if unpaired."""
+        at, block = self.paired.get(result_index, (None, {}))
+        return at, block
 
     def group_end(self, assistant_index: int) -> int | None:
         """Last result index of an assistant message's calls; None when one is unanswered."""
-        ends = [-1]
-        for block in self.messages[assistant_index].get("content") or []:
-            if isinstance(block, dict) and block.get("type") == "toolCall":
-                at = self.result_at.get(str(block.get("id")))
-                if at is None:
-                    return None
-                ends.append(at)
-        return max(ends)
+        results = self.answers.get(assistant_index, [])
+        if any(r is None for r in results):
+            return None
+        return max([-1, *(r for r in results if r is not None)])
 
 
 def view_from_messages(messages: Sequence[Message], entries: Sequence[dict[str, Any]]) -> ContextView:
-    """The `context` event's messages, tied to the slim branch entries the shim sent."""
-    by_key: dict[tuple[str, str], str] = {}
+    """The `context` event's messages, tied to the slim branch entries the shim sent: a message to
+    an entry only when their key names exactly one of each (never a guess between two)."""
+    by_key: dict[tuple[str, str, str], list[str]] = {}
     for entry in entries:
         key = slim_key(entry)
         if key is not None and isinstance(entry.get("id"), str):
-            by_key.setdefault(key, entry["id"])
+            by_key.setdefault(key, []).append(entry["id"])
     msgs = [dict(m) for m in messages if isinstance(m, dict)]
-    return ContextView(msgs, [by_key.get(message_key(m)) for m in msgs])
+    keys = [message_key(m) for m in msgs]
+    twice = {k for k in keys if keys.count(k) > 1} if len(set(keys)) < len(keys) else set()
+    ids = [found[0] if len(found := by_key.get(k, [])) == 1 and k not in twice else None for k in keys]
+    return ContextView(msgs, ids)
 
 
 def view_from_entries(entries: Sequence[dict[str, Any]]) -> ContextView:

@@ -28,12 +28,12 @@ watcher can feed it appended lines only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import jsonline
 from ..render import CUSTOM, SUMMARY, USER, Rendered, render_message, render_text_role
 from ..usage import from_claude
 from .pi import Entry, Header, ParsedSession, Skipped, decode_line, iter_file_lines, parse_iso_ms
@@ -269,10 +269,12 @@ def _decode_all(lines: Iterable[bytes], start_line: int) -> tuple[list[_Line], l
         raw = raw.rstrip(b"\r\n")
         if not raw.strip():
             continue
+        notes: list[str] = []
         try:
-            decoded.append(_Line(line_no, decode_line(raw), raw))
+            decoded.append(_Line(line_no, decode_line(raw, notes), raw))
         except ValueError as exc:
             skipped.append(Skipped(line_no, str(exc)))
+        skipped += [Skipped(line_no, note) for note in notes]  # reported, and kept
     return decoded, skipped
 
 
@@ -287,7 +289,7 @@ def subagent_name(path: Path) -> str | None:
     """`agent-x.meta.json` next to a sub-agent file says what the agent was asked to do."""
     meta_path = path.with_name(path.stem + ".meta.json")
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = jsonline.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(meta, dict):

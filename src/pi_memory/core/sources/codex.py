@@ -26,7 +26,6 @@ user messages (`<environment_context>`, `# AGENTS.md instructions`,
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import jsonline
 from ..render import ASSISTANT, SUMMARY, USER, Rendered, content_text, render_message, render_text_role
 from ..usage import CodexTotal, codex_request
 from .pi import Entry, Header, ParsedSession, Skipped, decode_line, iter_file_lines, parse_iso_ms
@@ -73,11 +73,13 @@ class CodexReader:
             raw = raw.rstrip(b"\r\n")
             if not raw.strip():
                 continue
+            notes: list[str] = []
             try:
-                data = decode_line(raw)
+                data = decode_line(raw, notes)
             except ValueError as exc:
                 result.skipped.append(Skipped(line_no, str(exc)))
                 continue
+            result.skipped += [Skipped(line_no, note) for note in notes]  # reported, and kept
             if self.header is None and self._take_header(data):
                 continue
             if self.header is None:
@@ -271,7 +273,7 @@ def call_name_and_args(item: dict[str, Any]) -> tuple[str, Any]:
     raw_args = item.get("arguments") if kind == "function_call" else item.get("input")
     if isinstance(raw_args, str):
         try:
-            return name, json.loads(raw_args)
+            return name, jsonline.loads(raw_args)
         except ValueError:
             return name, raw_args
     return name, raw_args if raw_args is not None else {}
@@ -287,7 +289,7 @@ def output_text(output: Any) -> tuple[str, bool]:
         return content_text(_as_text_blocks(output)), False
     text = str(output or "")
     try:
-        wrapped = json.loads(text)
+        wrapped = jsonline.loads(text)
     except ValueError:
         wrapped = None
     if isinstance(wrapped, dict) and "output" in wrapped and isinstance(wrapped.get("metadata"), dict):

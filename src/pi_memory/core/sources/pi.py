@@ -10,17 +10,20 @@ truncated last line, invalid UTF-8, a BOM, CRLF, unknown entry types and roles.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+from .. import jsonline
 from ..render import Rendered, render_message, render_text_role
 from ..usage import TokenUsage, from_pi
 
@@ -101,17 +104,22 @@ def parse_iso_ms(value: Any) -> int:
         return 0
 
 
-def decode_line(raw: bytes) -> dict[str, Any]:
-    """One JSON object from one line; raises ValueError with a short reason."""
+def decode_line(raw: bytes, notes: list[str] | None = None) -> dict[str, Any]:
+    """One JSON object from one line; raises ValueError with a short reason (nesting deeper than
+    `jsonline.MAX_DEPTH` included). Invalid UTF-8 is read with U+FFFD in place of the bad bytes
+    (the line itself is kept as it is), and said in `notes` when given."""
     if len(raw) > MAX_LINE_BYTES:
         raise ValueError(f"line of {len(raw)} bytes is over the {MAX_LINE_BYTES} byte limit")
-    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        if notes is not None:
+            notes.append(f"invalid UTF-8 at byte {exc.start + 1}: kept, with U+FFFD in place of the bad bytes")
+    text = text.lstrip("\ufeff").strip()
     if not text:
         raise ValueError("empty line")
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    value = jsonline.loads(text)
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
@@ -182,11 +190,13 @@ def parse_lines(lines: Iterable[bytes]) -> ParsedSession:
         raw = raw.rstrip(b"\r\n")
         if not raw.strip():
             continue
+        notes: list[str] = []
         try:
-            data = decode_line(raw)
+            data = decode_line(raw, notes)
         except ValueError as exc:
             result.skipped.append(Skipped(line_no, str(exc)))
             continue
+        result.skipped += [Skipped(line_no, note) for note in notes]  # reported, and kept
         if result.header is None:
             if data.get("type") != "session":
                 result.skipped.append(Skipped(line_no, "first line is not a pi session header"))
@@ -208,8 +218,23 @@ def parse_lines(lines: Iterable[bytes]) -> ParsedSession:
     return result
 
 
+def open_regular(path: Path | str) -> BinaryIO:
+    """A session file opened for reading, refused (`OSError`) unless it is a regular file: a FIFO
+    named on the command line or appearing in a watched folder would block the reader forever
+    (opened without waiting for a writer, then refused), a device would never end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, socket or device)", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def iter_file_lines(path: Path) -> Iterator[bytes]:
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         yield from fh
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from . import claude, codex
-from .pi import ParsedSession, decode_line, default_sessions_dir, parse_lines
+from .pi import ParsedSession, decode_line, default_sessions_dir, open_regular, parse_lines
 
 AGENTS = ("pi", "claude", "codex")
 CLAUDE_TYPES = frozenset(
@@ -95,7 +95,7 @@ def sniff_lines(lines: Iterable[bytes]) -> str | None:
 
 def sniff_file(path: Path) -> str | None:
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             return sniff_lines(fh)
     except OSError:
         return None
@@ -123,7 +123,7 @@ def reader_for_agent(agent: str, session_id: str) -> Reader:
 def read_session_file(path: Path, agent: str | None = None) -> ParsedSession:
     """A whole session file, opened once: its format is sniffed from the lines read (the readers
     hold a file's lines in memory anyway)."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         lines = fh.readlines()
     return reader_for(path, agent or sniff_lines(lines) or "pi").parse(lines)
 

@@ -127,7 +127,7 @@ def import_batch(archive: Archive, params: dict[str, Any]) -> dict[str, Any]:
         raise BadParams("paths must be a list of strings")
     offset = opt_int(params, "offset", 0) or 0
     limit = opt_int(params, "limit", IMPORT_BATCH_FILES, 1, 1000) or IMPORT_BATCH_FILES
-    return archive.import_slice([Path(p) for p in paths] if paths else None, offset, limit).to_dict()
+    return archive.import_slice([Path(p) for p in paths] if paths is not None else None, offset, limit).to_dict()
 
 
 @method("shutdown")

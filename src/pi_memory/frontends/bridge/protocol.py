@@ -7,6 +7,7 @@ with one clear message (the server answers it as `bad_params`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -52,8 +53,13 @@ def opt_int(params: dict[str, Any], key: str, default: int | None, lo: int = 0, 
     value = params.get(key)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise BadParams(f"{key} must be an integer")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
+        raise BadParams(f"{key} must be an integer")  # NaN and Infinity (which JSON.parse never gives) included
     return max(lo, min(int(value), hi))
 
 

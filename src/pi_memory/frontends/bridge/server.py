@@ -29,6 +29,7 @@ from typing import IO, Any
 import apsw
 
 from ...archive import Archive
+from ...core import jsonline
 from ...errors import ArchiveError, BadInput, NotFound
 from . import compact as _compact_methods  # noqa: F401  (registers the compact_* methods)
 from . import fold as _fold_methods  # noqa: F401  (registers the fold_* methods)
@@ -60,9 +61,9 @@ class RequestError(Exception):
 def parse_request(line: bytes) -> tuple[Any, str, dict[str, Any]]:
     """(id, method, params) of one request line, or a `RequestError` saying what is wrong with it."""
     try:
-        request = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(None, "parse_error", f"request is not JSON: {exc}") from None
+        request = jsonline.loads(line)
+    except ValueError as exc:  # not JSON, not UTF-8, nested too deep
+        raise RequestError(None, "parse_error", f"request refused: {exc}") from None
     if not isinstance(request, dict):
         raise RequestError(None, "invalid_request", "request must be a JSON object")
     req_id = request.get("id")

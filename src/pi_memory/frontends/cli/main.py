@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from ...archive import Archive, MessageDetail, RunWindow, discover, move_aside, timed, tune_own_process
-from ...errors import ArchiveError
+from ...archive import Archive, MessageDetail, RunWindow, find_files, move_aside, timed, tune_own_process
+from ...core.format import plural
 from .examples import EXAMPLES
 from .progress import ImportProgress
 from .shell import (
@@ -27,10 +27,12 @@ from .shell import (
     answer,
     cli,
     cwd_option,
+    echo,
     echo_marked,
     emit_json,
     open_archive,
     pass_db,
+    say_err,
 )
 
 __all__ = ["EXAMPLES", "INTERNAL_COMMANDS", "cli", "main"]
@@ -59,24 +61,29 @@ def import_cmd(
     include_forgotten: bool,
     as_json: bool,
 ) -> None:
-    """Import session files or folders (default: every pi, Claude Code and Codex folder that exists)."""
+    """Import session files or folders (default: every pi, Claude Code and Codex folder that exists).
+
+    Exits 1 when any file could not be read or had bad lines (each said on stderr, and listed in
+    `--json` as `failed`); every good file, and every good line of those files, is imported."""
     from ...archive.present import plural
 
     with open_archive(ctx) as archive:
-        try:
-            files = discover(list(paths) or archive.session_roots(agent))
-        except ArchiveError as exc:
-            raise click.ClickException(str(exc)) from None
+        found = find_files(list(paths) if paths else archive.session_roots(agent))
         options = {"force": force, "include_forgotten": include_forgotten, "agent": agent}
-        report = _import_with_progress(archive, files, terminal=sys.stderr.isatty() and not as_json, **options)
+        report = _import_with_progress(archive, found.files, terminal=sys.stderr.isatty() and not as_json, **options)
+    report.errors[:0] = found.errors
     if as_json:
         emit_json(report.to_dict())
-        return
-    click.echo(
-        f"{plural(report.files, 'file')} ({report.unchanged} unchanged), {plural(len(report.sessions), 'session')}: "
-        f"{plural(report.added, 'message')} added, {report.skipped} already archived"
-    )
+    else:
+        echo(
+            f"{plural(report.files, 'file')} ({report.unchanged} unchanged), {plural(len(report.sessions), 'session')}: "
+            f"{plural(report.added, 'message')} added, {report.skipped} already archived"
+        )
+        if paths and not found.files and not found.errors:
+            say_err(f"no session files (*.jsonl) in {', '.join(map(str, paths))}: nothing imported")
     _print_import_errors(report.errors)
+    if report.errors:
+        ctx.exit(1)
 
 
 def _import_with_progress(archive: Archive, files: list[Path], terminal: bool, **options: Any) -> Any:
@@ -91,12 +98,17 @@ def _import_with_progress(archive: Archive, files: list[Path], terminal: bool, *
 
 
 def _print_import_errors(errors: list[Any]) -> None:
+    """One line a file on stderr: why it could not be read, or its bad lines (skipped, or kept
+    with their invalid UTF-8 replaced: the reason says which)."""
     by_file: dict[str, list[Any]] = {}
     for e in errors:
         by_file.setdefault(e.path, []).append(e)
     for path, errs in by_file.items():
+        if errs[0].line == 0:
+            say_err(f"{path}: {errs[0].error}")
+            continue
         lines = ", ".join(str(e.line) for e in errs[:10]) + (" …" if len(errs) > 10 else "")
-        click.echo(f"{path}: skipped {len(errs)} bad line(s) (line {lines}): {errs[0].error}", err=True)
+        say_err(f"{path}: {plural(len(errs), 'bad line')} (line {lines}): {errs[0].error}")
 
 
 @cli.command()
@@ -259,10 +271,18 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 @pass_db
 @click.pass_context
 def check(ctx: click.Context) -> None:
-    """Run SQLite's full integrity check; a damaged archive is moved aside (a team archive: recount its counters)."""
-    with open_archive(ctx) as archive:
-        if archive.recovered_from is not None:  # damage found on opening: moved aside already (see the warning)
-            raise click.ClickException(f"integrity check failed ({archive.recovery_reason})")
+    """Run SQLite's full integrity check; a damaged archive is moved aside (a team archive: recount its counters).
+
+    Prints one line: `ok`, or on stderr what failed and where the damaged file went."""
+    with open_archive(ctx, warn=False) as archive:
+        if archive.recovery_reason is not None:  # damage found on opening: moved aside already
+            where = (
+                f"it was moved to {archive.recovered_from}" if archive.recovered_from else "another process moved it"
+            )
+            raise click.ClickException(
+                f"integrity check failed ({archive.recovery_reason}); {where} and a fresh archive was made: "
+                "run `pi-memory import` to rebuild it"
+            )
         errors = archive.check()
         if errors and archive.is_team:
             raise click.ClickException(f"team archive check failed: {'; '.join(errors)}")
@@ -272,7 +292,7 @@ def check(ctx: click.Context) -> None:
             raise click.ClickException(
                 f"integrity check failed ({errors[0]}); the archive was moved to {moved}: run `pi-memory import` to rebuild it"
             )
-    click.echo("ok")
+    echo("ok")
 
 
 @cli.command()
@@ -327,22 +347,22 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json({**advice.to_dict(), "install": [c.to_dict() for c in checks]})
         return
-    click.echo("installation:")
+    echo("installation:")
     for line in format_checks(checks):
-        click.echo(line)
+        echo(line)
     for check in problems(checks):
         advice.warnings.append(f"{check.name}: {check.detail}")
-    click.echo(f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now")
-    click.echo(f"  cleanupPeriodDays = {advice.cleanup_days}{' (default)' if advice.cleanup_is_default else ''}")
+    echo(f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now")
+    echo(f"  cleanupPeriodDays = {advice.cleanup_days}{' (default)' if advice.cleanup_is_default else ''}")
     if advice.missing_sources:
-        click.echo(
+        echo(
             f"{plural(advice.missing_sources, 'archived session')} no longer "
             f"{'has' if advice.missing_sources == 1 else 'have'} a source file (kept in the archive)"
         )
     for warning in advice.warnings:
-        click.echo(f"warning: {warning}")
+        echo(f"warning: {warning}")
     if not advice.warnings:
-        click.echo("ok")
+        echo("ok")
 
 
 @cli.command()

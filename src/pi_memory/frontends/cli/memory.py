@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .shell import F, Grouped, answer, cli, cwd_option, emit_json, open_archive, pass_db
+from .shell import F, Grouped, UsageProblem, answer, cli, cwd_option, echo, emit_json, open_archive, pass_db
 
 
 def _memory_options(fn: F) -> F:
@@ -155,7 +156,7 @@ def memory_verify(ctx: click.Context, cwd: Path | None, all_workspaces: bool, as
         emit_json([{"workspace": ws, **r.to_dict()} for ws, r in reports])
     else:
         for ws, report in reports:
-            click.echo(format_report(ws, report))
+            echo(format_report(ws, report))
     if not all(r.ok for _ws, r in reports):
         ctx.exit(1)
 
@@ -176,17 +177,33 @@ def memory_export(ctx: click.Context, cwd: Path | None, raw: bool, output: Path 
         lines, report = archive.memory_export(cwd, raw=raw)
     text = "".join(line + "\n" for line in lines)
     if output is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        _write_private(output, text)
     if not report.ok:
-        click.echo(
-            chain_warning(report) + ("" if raw else " (exported the trusted events only; --raw for all)"), err=True
-        )
+        echo(chain_warning(report) + ("" if raw else " (exported the trusted events only; --raw for all)"), err=True)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """An export holds the user's memories: mode 0600 whatever the umask (0666 under umask 000),
+    an existing file made so too."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _export_lines(file: Any) -> list[str]:
+    """The lines of an exported memory log; a file that is not UTF-8 text is one usage error."""
+    data = file.read()
+    try:
+        return str(data.decode("utf-8")).splitlines()
+    except UnicodeDecodeError as exc:
+        raise UsageProblem(f"{file.name} is not a memory export: not UTF-8 text (byte {exc.start + 1})") from None
 
 
 @memory.command("import")
-@click.argument("file", type=click.File("r", encoding="utf-8"))
+@click.argument("file", type=click.File("rb"))
 @cwd_option()
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_db
@@ -195,24 +212,22 @@ def memory_import(ctx: click.Context, file: Any, cwd: Path | None, as_json: bool
     """Read an exported memory log (verified first) into the workspace: a new chain, or the rest of this one."""
     from ...archive.present import plural
 
-    lines = file.read().splitlines()
+    lines = _export_lines(file)
     with open_archive(ctx) as archive:
         result = archive.memory_import(cwd, lines)
     if as_json:
         emit_json(result.to_dict())
         return
-    click.echo(f"{result.workspace}: {plural(result.added, 'event')} added, {result.already} already there")
+    echo(f"{result.workspace}: {plural(result.added, 'event')} added, {result.already} already there")
     if result.skipped_torn_line:
-        click.echo("warning: the file's last line was incomplete and was skipped", err=True)
+        echo("warning: the file's last line was incomplete and was skipped", err=True)
     if result.ignored:
-        click.echo(f"warning: events {result.ignored} break the memory rules and are ignored when replaying", err=True)
+        echo(f"warning: events {result.ignored} break the memory rules and are ignored when replaying", err=True)
 
 
 @memory.command("repair")
 @cwd_option()
-@click.option(
-    "--from", "source", type=click.File("r", encoding="utf-8"), help="Start from this verified export instead."
-)
+@click.option("--from", "source", type=click.File("rb"), help="Start from this verified export instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_db
 @click.pass_context
@@ -220,13 +235,13 @@ def memory_repair(ctx: click.Context, cwd: Path | None, source: Any, as_json: bo
     """Continue a broken memory log in a new chain from its trusted events; the broken rows are kept."""
     from ...archive.present import plural
 
-    lines = source.read().splitlines() if source is not None else None
+    lines = _export_lines(source) if source is not None else None
     with open_archive(ctx) as archive:
         result = archive.memory_repair(cwd, lines)
     if as_json:
         emit_json(result.to_dict())
         return
-    click.echo(
+    echo(
         f"{result.workspace}: new chain {result.new_chain} with {plural(result.kept, 'event')}; chain {result.old_chain} "
         f"(broken at event {result.broken_at}: {result.reason}) is kept read-only with {result.left_behind} "
         "untrusted events: re-remember what you still want"
@@ -243,7 +258,7 @@ def memory_inject(ctx: click.Context, cwd: Path | None, session_id: str | None, 
     """Print the exact text the pi extension appends to the system prompt."""
     with open_archive(ctx) as archive:
         text = archive.memory_injection_text(cwd, session_id, budget)
-    click.echo(text, nl=bool(text))
+    echo(text, nl=bool(text))
 
 
 memory.add_command(remember_cmd, "remember")

@@ -8,7 +8,7 @@ import click
 
 from ...archive import Archive, RunWindow
 from . import shell
-from .shell import KIND_CHOICE, UsageProblem, answer, cli, emit_json, open_archive, pass_db
+from .shell import KIND_CHOICE, UsageProblem, answer, cli, echo, emit_json, open_archive, pass_db
 
 
 @cli.command()
@@ -35,12 +35,12 @@ def runs(
     with open_archive(ctx) as archive:
         if rebuild:
             total = archive.rebuild_runs(session)
-            click.echo(f"rebuilt {plural(total, 'run')}", err=True)
+            echo(f"rebuilt {plural(total, 'run')}", err=True)
         found = archive.runs(project=project, since=since, session=session, limit=limit)
     if as_json:
         emit_json({"runs": [r.to_dict() for r in found]})
     else:
-        click.echo(format_run_list(found))
+        echo(format_run_list(found))
 
 
 @cli.command()
@@ -82,7 +82,7 @@ def forget(ctx: click.Context, target: str, yes: bool, as_json: bool) -> None:
     if as_json:
         emit_json(done.to_dict())
     else:
-        click.echo(f"forgot {done.describe()}; {done.after_note()}")
+        echo(f"forgot {done.describe()}; {done.after_note()}")
 
 
 @cli.command("recall")

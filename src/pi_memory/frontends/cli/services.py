@@ -35,14 +35,20 @@ def mcp(ctx: click.Context) -> None:
 @pass_db
 @click.pass_context
 def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> None:
-    """Follow session folders (default: every agent's) and archive new lines as they are written."""
+    """Follow session folders (default: every agent's) and archive new lines as they are written.
+
+    Exits 1 (once stopped) when any file could not be read or had bad lines, each said on stderr
+    as it was met; the watcher goes on with the other files meanwhile."""
     try:
         from ..watch import watch as follow
     except ImportError:
         raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
     with open_archive(ctx) as archive:
         roots = list(paths) or archive.session_roots(agent, existing=False)
-        follow(archive.follower(), roots, say_err)
+        failed = follow(archive.follower(), roots, say_err)
+    if failed:
+        say_err(f"{len(failed)} file(s) could not be read or had bad lines: {', '.join(sorted(failed))}")
+        ctx.exit(1)
 
 
 @cli.command()

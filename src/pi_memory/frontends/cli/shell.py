@@ -9,6 +9,7 @@ anything else, never a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -21,6 +22,7 @@ import apsw
 import click
 
 from ...archive import KINDS, Archive, move_aside
+from ...core.outward import for_terminal
 from ...core.text import HIT_CLOSE, HIT_OPEN
 from ...errors import ArchiveError, BadInput
 from .examples import EXAMPLES
@@ -34,6 +36,12 @@ INTERNAL_COMMANDS = frozenset({"bridge", "entries", "mcp", "pg-roles"})
 
 AGENT_CHOICE = click.Choice(["pi", "claude", "codex"])
 KIND_CHOICE = click.Choice(list(KINDS))  # one vocabulary for search and recall
+
+
+DISK_FULL = (
+    "the disk is full: the write under way was undone and everything written before it is kept; "
+    "free some space and run the command again (an import goes on where it stopped)"
+)
 
 
 class UsageProblem(click.ClickException):
@@ -52,6 +60,19 @@ class Grouped(click.Group):
         if command is not None and not command.epilog and path in EXAMPLES:
             command.epilog = "\b\nExamples:\n" + "\n".join("  " + line for line in EXAMPLES[path])
         return command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """A refusal's one line may quote archived text (an ambiguous id's candidates): shown safely.
+        A full disk, met by any command, is one line too (its traceback was ~40)."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            setattr(exc, "message", for_terminal(exc.message))  # noqa: B010  (click declares it Final)
+            raise
+        except (apsw.FullError, OSError) as exc:
+            if isinstance(exc, OSError) and exc.errno != errno.ENOSPC:
+                raise
+            raise click.ClickException(DISK_FULL) from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows: dict[bool, list[tuple[str, str]]] = {False: [], True: []}
@@ -93,14 +114,15 @@ def db_of(ctx: click.Context) -> Any:
 
 
 @contextmanager
-def open_archive(ctx: click.Context) -> Iterator[Archive]:
-    """Open the archive named by --db (on the group or the command), reporting errors as one line."""
+def open_archive(ctx: click.Context, warn: bool = True) -> Iterator[Archive]:
+    """Open the archive named by --db (on the group or the command), reporting errors as one line;
+    `warn`: say on stderr that a damaged archive was moved aside (`check` says it itself)."""
     try:
         archive = Archive.open(db_of(ctx))
     except ArchiveError as exc:
         raise click.ClickException(str(exc)) from None
-    if archive.recovered_from is not None:
-        click.echo(
+    if archive.recovered_from is not None and warn:
+        echo(
             f"warning: the archive was damaged ({archive.recovery_reason}); it was moved to "
             f"{archive.recovered_from} and a fresh one was created: run `pi-memory import` to fill it again",
             err=True,
@@ -146,7 +168,7 @@ def answer(
     elif marked:
         echo_marked(text(value))
     else:
-        click.echo(text(value))
+        echo(text(value))
     return value
 
 
@@ -172,8 +194,13 @@ def cwd_option(help: str = "The workspace (default: here).") -> Callable[[F], F]
     return click.option("--cwd", "cwd", type=click.Path(file_okay=False, path_type=Path), default=None, help=help)
 
 
+def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Every line the CLI prints: archived text's control characters shown, never obeyed (`outward`)."""
+    click.echo(for_terminal(message), err=err, nl=nl)
+
+
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=None))
+    echo(json.dumps(value, ensure_ascii=False, indent=None))  # C1 controls and lone surrogates as \u escapes
 
 
 def _colour() -> bool:
@@ -182,13 +209,14 @@ def _colour() -> bool:
 
 def echo_marked(text: str) -> None:
     """Print text whose hits are marked ⟦like this⟧: in colour instead on a terminal (unless NO_COLOR)."""
+    text = for_terminal(text)  # before our own colour codes go in
     if _colour():
         text = text.replace(HIT_OPEN, "\x1b[1;31m").replace(HIT_CLOSE, "\x1b[0m")
     click.echo(text)
 
 
 def say_err(line: str) -> None:
-    click.echo(line, err=True)
+    echo(line, err=True)
 
 
 def _interactive() -> bool:

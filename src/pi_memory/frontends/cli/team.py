@@ -8,7 +8,7 @@ import click
 
 from ...archive import Archive
 from ...errors import ArchiveError
-from .shell import cli, emit_json
+from .shell import cli, echo, emit_json
 
 
 @cli.command("pg-roles")
@@ -16,7 +16,7 @@ def pg_roles() -> None:
     """Print the SQL that creates the team archive's reader, writer and admin roles."""
     from ...archive import roles_sql
 
-    click.echo(roles_sql(), nl=False)
+    echo(roles_sql(), nl=False)
 
 
 @cli.command()
@@ -45,7 +45,7 @@ def push(source: str | None, target: str, as_json: bool) -> None:
     if as_json:
         emit_json(report.to_dict())
         return
-    click.echo(
+    echo(
         f"{plural(report.sessions, 'session')} ({report.unchanged} already complete): "
         f"{plural(report.added, 'message')} added, {report.skipped} already on the team archive"
     )

@@ -44,7 +44,7 @@ def _json_len(value: Any) -> int:
 
 
 def _memories(archive: Archive) -> Memories:
-    return archive.memories
+    return archive.model_memories  # a model's call: other workspaces are never named to it
 
 
 def _context(params: dict[str, Any]) -> tuple[str, str | None]:
@@ -289,7 +289,7 @@ def _remember_options(args: str) -> tuple[dict[str, Any], str]:
 def remember_command(archive: Archive, args: str, cwd: str, session_id: str | None) -> str:
     """`/remember [pin] [kind:K] [scope:S] [priority:N] [supersede:ID] TEXT` or `/remember confirm:ID [pin]`."""
     opts, text = _remember_options(args)
-    memories = _memories(archive)
+    memories = archive.memories  # the user's own command: told where a memory is
     if "confirm" in opts:
         done = memories.confirm(cwd, opts["confirm"], session_id=session_id, pin=bool(opts.get("pin")))
         return present.format_write(done)
@@ -329,7 +329,7 @@ def forget_command(archive: Archive, args: str, cwd: str, session_id: str | None
     ref = args.strip()
     if not ref:
         raise BadInput("usage: /forget ID")
-    return present.format_write(_memories(archive).forget(cwd, ref, session_id=session_id))
+    return present.format_write(archive.memories.forget(cwd, ref, session_id=session_id))
 
 
 MEMORY_COMMANDS: dict[str, Callable[[Archive, str, str, str | None], str]] = {

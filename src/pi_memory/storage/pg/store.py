@@ -242,6 +242,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     text_dict_id = 0  # message text is stored plain here (`codec.PACK_TEXT` is SQLite's): no dictionary
 
     packs_lines = False  # a verbatim line is stored alone here (`raw_blob`), from the line itself
+    seals_memory = False  # a team archive is many users': its memory log relies on PostgreSQL's roles
 
     def dictionary_due(self) -> bool:
         return False
