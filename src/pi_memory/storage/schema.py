@@ -411,7 +411,7 @@ MIGRATIONS.append(
 # the step are idempotent, so an interrupted upgrade simply runs them again.
 MIGRATIONS.append(
     (
-        "m013_typed_targets",
+        "m014_typed_targets",
         # the data step: `msg_typed` of the messages written in a script that folds to another
         # gains the characters they hold that others fold to (`text.typed_targets`), so a character
         # typed in the folded script finds the one such text that holds it as typed
@@ -423,7 +423,7 @@ DATA_STEPS: dict[str, str] = {
     "m007_surface_chars": "index_surface_chars",
     "m011_echo_marks": "mark_archived_echoes",
     "m012_usage": "backfill_usage",
-    "m013_typed_targets": "index_typed_targets",
+    "m014_typed_targets": "index_typed_targets",
 }
 
 SCHEMA_VERSION = len(MIGRATIONS)
