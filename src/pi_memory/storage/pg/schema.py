@@ -482,7 +482,7 @@ MIGRATIONS.append(
 )
 
 # The characters others fold to, as typed, for rows written in a script that folds to another
-# (`text.typed_targets`, SQLite m013_typed_targets): `t:发` beside `t:發` in a traditional text.
+# (`text.typed_targets`, SQLite m014_typed_targets): `t:发` beside `t:發` in a traditional text.
 _TARGET_CLASS = "[" + SIMPLIFIED_ONLY + "]"
 MIGRATIONS.append(
     (
