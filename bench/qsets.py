@@ -236,14 +236,21 @@ def exact_form_cases(
     by character) and the one message keeps that character in traditional.
     """
     texts = list(pool) if typed_simplified else [p.translate(str.maketrans(pairs)) for p in pool]
-    # typed form -> the form the rest of the pool holds (one traditional form per simplified one)
-    other_of = {s: t for t, s in sorted(pairs.items())} if typed_simplified else {t: s for t, s in pairs.items()}
     present: Counter[str] = Counter(ch for text in texts for ch in set(text))
+    # typed form -> the form the rest of the pool holds (of the traditional forms of one simplified
+    # character, the one most messages hold)
+    if typed_simplified:
+        other_of: dict[str, str] = {}
+        for t, s in sorted(pairs.items()):
+            if present[t] > present[other_of.get(s, "")]:
+                other_of[s] = t
+    else:
+        other_of = dict(pairs)
     typed_chars = sorted(c for c, o in other_of.items() if present[o] > min_others and present[c] == 0)
     rng.shuffle(typed_chars)
     used: set[int] = set()
     queries: list[tuple[str, int]] = []
-    for typed in typed_chars[: n * 2]:
+    for typed in typed_chars:
         # a message that holds the character: as the pool has it (traditional), or in its original
         # text (the simplified rendering keeps the traditional form only where the original had it)
         holds = other_of[typed] if typed_simplified else typed
