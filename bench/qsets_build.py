@@ -17,7 +17,7 @@ Sets (why each, and what was rejected: bench/README.md, "Question sets"):
             questions) with their abstract (the conclusion is not in it).
   realtalk  REALTALK: 10 real 21-day chats between two people (messaging
             app), dated sessions, 728 memory questions with evidence turns.
-  memdaily  MemDaily (MemSim): 3,000 Chinese questions about a user's own
+  memdaily  MemDaily (MemSim): 2,954 Chinese questions about a user's own
             dated messages, each with its target message ids.
 
     python bench/qsets_build.py --boolq boolq.jsonl --pubmedqa pubmed_qa_labeled.jsonl \\
@@ -134,12 +134,17 @@ def cn_time(value: str) -> str:
     return datetime(y, mo, d, h, mi).isoformat()
 
 
+FAILED_QUESTION = "[ERRORQ]"
+
+
 def memdaily(files: Iterable[Path]) -> Iterator[dict[str, Any]]:
     """One line a question: its trajectory's dated messages and the ids of the messages it asks about."""
     for path in sorted(files):
         for traj in json.loads(path.read_text(encoding="utf-8")):
             messages = [{"mid": m["mid"], "text": m["message"], "ts": cn_time(m["time"])} for m in traj["message_list"]]
             for q in traj["question_list"]:
+                if q["question"].strip() in ("", FAILED_QUESTION):
+                    continue  # the generator's failures (46 of 3,000): MemSim's own memdaily.json leaves them out
                 yield {
                     "id": f"{path.stem}-{traj['tid']}-{q['qid']}",
                     "messages": messages,
@@ -199,7 +204,7 @@ def main() -> None:
             args.out,
             "memdaily",
             memdaily(args.memdaily.glob("*.json")),
-            "every trajectory of the 26 per-type files; answers, choices and places dropped",
+            "every trajectory of the 26 per-type files but the 46 whose question is the generator's failure mark [ERRORQ] (2,954 left, the count MemSim's README gives); answers, choices and places dropped",
         )
         print(f"memdaily: {n} questions")
 

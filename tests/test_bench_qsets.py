@@ -162,3 +162,17 @@ def test_a_hit_is_any_target_and_the_metrics_count_ranks_from_zero() -> None:
     assert quality.first_rank([7], frozenset({1})) is None
     m = quality.metrics([0, 1, None, 12])
     assert m["R@1"] == 0.25 and m["R@5"] == 0.5 and m["MRR@10"] == pytest.approx((1 + 0.5) / 4)
+
+
+def test_memdaily_questions_the_generator_failed_on_are_left_out(tmp_path: Path) -> None:
+    traj = {
+        "tid": 0,
+        "message_list": [{"mid": 0, "message": "我表妹是老师。", "time": "2024年04月01日 周一 08:53", "place": "x"}],
+        "question_list": [
+            {"qid": 0, "question": "[ERRORQ]", "target_step_id": [0], "time": "2024年04月01日 周一 09:00"},
+            {"qid": 1, "question": "我表妹做什么工作？", "target_step_id": [0], "time": "2024年04月01日 周一 09:00"},
+        ],
+    }
+    (tmp_path / "01_simple_roles.json").write_text(json.dumps([traj], ensure_ascii=False), encoding="utf-8")
+    rows = list(qsets_build.memdaily([tmp_path / "01_simple_roles.json"]))
+    assert [r["q"] for r in rows] == ["我表妹做什么工作？"] and rows[0]["targets"] == [0]
