@@ -408,6 +408,8 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
             if self.user_version >= version:
                 return
             self.conn.execute(sql)
+        if self.scalar("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = 'codec_dict')"):
+            self.load_dictionaries()  # a step reads packed text, before the opening registers them
         getattr(self, step)()
         with self.write():
             self.conn.execute(f"PRAGMA user_version={max(version, self.user_version)}")
