@@ -36,6 +36,7 @@ from ..storage.store import Store, decode_text, default_db_path
 from .memory import REVIEW_MIN_COUNT, MemoryMethods
 from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview
+from .provenance import ProvenanceMethods
 from .session import SessionMethods
 
 __all__ = ["REVIEW_MIN_COUNT", "Archive", "Stats", "Window", "move_aside"]
@@ -55,7 +56,7 @@ def open_team_with(opener: Callable[[str], Archive]) -> None:
     _team_opener = opener
 
 
-class Archive(MemoryMethods, SessionMethods):
+class Archive(MemoryMethods, SessionMethods, ProvenanceMethods):
     """A session archive in one SQLite file."""
 
     def __init__(self, store: Store) -> None:

@@ -39,6 +39,8 @@ from ..archive.api import READ_AFTER, READ_BEFORE
 from ..archive.present import EVIDENCE_HEADER, format_read, format_search
 from ..errors import ArchiveError
 from .tools.memory import MEMORY_TOOL_SPECS, MEMORY_TOOLS
+from .tools.provenance import SPEC as BLAME_SPEC
+from .tools.provenance import session_blame
 
 SEARCH_LIMIT, SEARCH_MAX = 10, 20
 READ_MAX_SIDE = 20
@@ -107,7 +109,7 @@ def session_read_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 before=_clamp(before, READ_BEFORE, 0, READ_MAX_SIDE),
                 after=_clamp(after, READ_AFTER, 0, READ_MAX_SIDE),
             )
-            return format_read(window, evidence=True)
+            return format_read(window, evidence=True) + resume_note(archive, window.session.id)
 
     return session_read
 
@@ -151,6 +153,12 @@ def session_review_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
         )
 
     return session_review
+
+
+def resume_note(archive: Archive, session_id: str) -> str:
+    """The agent's own command that continues the session, when its file is still there."""
+    how = archive.resume(session_id)
+    return f"\nresume: {how.command}" if how.available else ""
 
 
 # --- memory tools (`frontends.tools.memory`) ----------------------------------------
@@ -209,7 +217,8 @@ def memory_tools(archive: Archive) -> list[Tool]:
 
 
 def build_server(archive: Archive) -> MCPServer:
-    server: MCPServer = MCPServer(name="pi-memory", instructions=INSTRUCTIONS, tools=memory_tools(archive))
+    tools = [*memory_tools(archive), memory_tool(archive, "session_blame", session_blame, BLAME_SPEC)]
+    server: MCPServer = MCPServer(name="pi-memory", instructions=INSTRUCTIONS, tools=tools)
     server.add_tool(session_search_tool(archive), name="session_search", description=SEARCH_DESCRIPTION)
     server.add_tool(session_read_tool(archive), name="session_read", description=READ_DESCRIPTION)
     server.add_tool(session_review_tool(archive), name="session_review", description=REVIEW_DESCRIPTION)

@@ -33,6 +33,7 @@ from ...errors import ArchiveError, BadInput, NotFound
 from . import compact as _compact_methods  # noqa: F401  (registers the compact_* methods)
 from . import fold as _fold_methods  # noqa: F401  (registers the fold_* methods)
 from . import methods as _archive_methods  # noqa: F401  (registers hello, capture, search, read...)
+from . import provenance as _provenance_methods  # noqa: F401  (registers edit_observed, session_blame, resume)
 from .protocol import METHODS, BadParams
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024

@@ -1,0 +1,281 @@
+"""Line blame from a file's archived edits (pure): replay them, then line the result up with the file.
+
+Design idea: what `git blame` does with commits, done with a session's edits. A model of the
+file is a list of lines, each with the edit that wrote it (`who`), or None for a line no
+archived session wrote (there before, typed by hand, written by a command); a line whose text
+is not known is a gap. Each edit is replayed on the model in time order:
+
+- a write: its content, lined up with the model, so the lines it left as they were keep their
+  writer and only the others are its own;
+- an edit (old -> new): found in the model as pi finds it (the exact text, where a pi edit must
+  be unique; the occurrence nearest the line the tool reported otherwise), the lines it covers
+  replaced by the new text, whose lines equal to the old ones keep their writer; not found (the
+  file changed outside the sessions in between, or it was never seen whole), it is placed by its
+  best matching lines, else at the line the tool reported, and what is around it stays unknown;
+- the file as it was just before a change, when that is known (pi's extension sends it when
+  something else changed the file since; Claude Code's results carry it): the model is lined up
+  with it first, and every line the archive did not see being written becomes nobody's.
+
+Then the model is lined up with the file as it is now: equal lines keep their writer, every other
+line is nobody's. A line that moved (a later edit or commit reordered blocks) is not in the
+common subsequence: one whose text is distinctive and unchanged still finds its writer among the
+model's unmatched lines. The result is conservative by construction: a line is attributed only
+where its text is one an edit wrote and the replay put it there (or it moved whole).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from .extract import DELETE, EDIT, WRITE
+
+MOVED_MIN_CHARS = 12  # a moved line is recognized by its text only when it says this much
+ANCHOR_MIN_CHARS = 3  # an edit not found as it is is placed by old lines of at least this much text
+_GAP = "\x00gap\x00"  # how a line of unknown content reads in the model's text: it matches nothing
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change of a file, as blame replays it."""
+
+    key: int  # what a line it wrote is attributed to (an `edit` row id)
+    kind: str  # WRITE, EDIT or DELETE (a move is a write of what the old path held, see `query`)
+    old: str | None = None
+    new: str | None = None
+    replace_all: bool = False
+    lines: bool = False  # a patch hunk: whole lines
+    line: int | None = None  # the first changed line the tool reported (1-based), a placement hint
+    before: str | None = None  # the whole file just before this change, when known
+
+
+Line = tuple["str | None", "int | None"]  # (text, who wrote it); text None: a gap of unknown lines
+
+
+def split_lines(text: str) -> list[str]:
+    """A file's lines as blame compares them: no line endings (CRLF as LF), no BOM."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    lines = text.replace("\r\n", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def replay(events: Sequence[Event], model: list[Line] | None = None) -> list[Line]:
+    """The model after these events (from an unknown file, or `model`)."""
+    lines: list[Line] = list(model) if model is not None else [(None, None)]
+    for event in events:
+        if event.before is not None:
+            lines = _line_up(lines, split_lines(event.before), keep_new=None)
+        if event.kind == DELETE:
+            lines = []
+        elif event.kind == WRITE:
+            lines = _line_up(lines, split_lines(event.new or ""), keep_new=event.key)
+        elif event.kind == EDIT:
+            lines = _edit(lines, event)
+    return lines
+
+
+def blame_lines(current: Sequence[str], events: Sequence[Event], model: list[Line] | None = None) -> list[int | None]:
+    """Who wrote each line of `current` (the file's lines now): an event key, or None."""
+    return settle(replay(events, model), current)
+
+
+# --- lining up -------------------------------------------------------------------------------
+
+
+def _texts(lines: Sequence[Line]) -> list[object]:
+    """Texts to compare; each gap a distinct object, equal to nothing."""
+    return [text if text is not None else object() for text, _who in lines]
+
+
+def _blocks(a: Sequence[object], b: Sequence[object]) -> list[tuple[int, int, int]]:
+    """Matching blocks (i, j, size) of two line lists: the common head and tail first, then
+    difflib on the middle (no junk heuristic: a file's common lines are not noise)."""
+    head = 0
+    limit = min(len(a), len(b))
+    while head < limit and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < limit - head and a[len(a) - 1 - tail] == b[len(b) - 1 - tail]:
+        tail += 1
+    blocks = [(0, 0, head)] if head else []
+    middle_a, middle_b = a[head : len(a) - tail], b[head : len(b) - tail]
+    if middle_a and middle_b:
+        matcher = SequenceMatcher(None, middle_a, middle_b, autojunk=False)
+        blocks += [(i + head, j + head, n) for i, j, n in matcher.get_matching_blocks() if n]
+    if tail:
+        blocks.append((len(a) - tail, len(b) - tail, tail))
+    return blocks
+
+
+def _line_up(model: list[Line], new: list[str], keep_new: int | None) -> list[Line]:
+    """`new` as the file's lines: each keeps the writer of the model line it equals, the others
+    get `keep_new` (the write that wrote them, or None for a snapshot of what was there)."""
+    who: list[int | None] = [keep_new] * len(new)
+    for i, j, n in _blocks(_texts(model), new):
+        for k in range(n):
+            who[j + k] = model[i + k][1]
+    return list(zip(new, who, strict=True))
+
+
+def settle(model: list[Line], current: Sequence[str]) -> list[int | None]:
+    """The model lined up with the file now; then moved lines by their distinctive text."""
+    who: list[int | None] = [None] * len(current)
+    used = [False] * len(model)
+    for i, j, n in _blocks(_texts(model), list(current)):
+        for k in range(n):
+            who[j + k] = model[i + k][1]
+            used[i + k] = True
+    left: dict[str, list[int]] = defaultdict(list)
+    for i, (text, writer) in enumerate(model):
+        if not used[i] and writer is not None and text is not None and _distinctive(text):
+            left[text].append(writer)
+    for j, text in enumerate(current):
+        if who[j] is None and left.get(text):
+            who[j] = left[text].pop(0)
+    return who
+
+
+def _anchor(text: str) -> bool:
+    """A line that can place an edit whose other lines changed: not blank, not mere punctuation."""
+    stripped = text.strip()
+    return len(stripped) >= ANCHOR_MIN_CHARS and any(ch.isalnum() for ch in stripped)
+
+
+def _distinctive(text: str) -> bool:
+    stripped = text.strip()
+    return len(stripped) >= MOVED_MIN_CHARS and any(ch.isalnum() for ch in stripped)
+
+
+# --- replaying an edit --------------------------------------------------------------------------
+
+
+def _edit(model: list[Line], event: Event) -> list[Line]:
+    old, new = event.old or "", event.new or ""
+    if not old:  # Claude's Edit with an empty old_string creates the file
+        return _line_up(model, split_lines(new), keep_new=event.key)
+    if event.lines:
+        return _edit_lines(model, split_lines(old), split_lines(new), event)
+    text, starts = _model_text(model)
+    found = _occurrences(text, old)
+    if not found:
+        return _edit_lines(model, split_lines(old), split_lines(new), event)
+    if not event.replace_all:
+        found = [_nearest(found, starts, event.line)]
+    for at in reversed(found):
+        model = _splice(model, text, starts, at, at + len(old), new, event.key)
+    return model
+
+
+def _model_text(model: list[Line]) -> tuple[str, list[int]]:
+    """The model as text, every line ended by a newline; and where each line starts."""
+    starts, parts, at = [], [], 0
+    for line_text, _who in model:
+        piece = (line_text if line_text is not None else _GAP) + "\n"
+        starts.append(at)
+        parts.append(piece)
+        at += len(piece)
+    starts.append(at)
+    return "".join(parts), starts
+
+
+def _occurrences(text: str, needle: str) -> list[int]:
+    found, at = [], text.find(needle)
+    while at >= 0:
+        found.append(at)
+        at = text.find(needle, at + max(1, len(needle)))
+    return found
+
+
+def _line_of(starts: list[int], offset: int) -> int:
+    """The index of the line holding character `offset` (starts ends with the text's length)."""
+    lo, hi = 0, len(starts) - 2
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if starts[mid] <= offset:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _nearest(found: list[int], starts: list[int], hint: int | None) -> int:
+    if hint is None or len(found) == 1:
+        return found[0]
+    return min(found, key=lambda at: abs(_line_of(starts, at) + 1 - hint))
+
+
+def _splice(model: list[Line], text: str, starts: list[int], begin: int, end: int, new: str, key: int) -> list[Line]:
+    """Replace text[begin:end] with `new`, at line granularity: the lines the match touches are
+    rewritten, their lines that stay as they were keep their writer."""
+    first = _line_of(starts, begin)
+    last = _line_of(starts, max(begin, end - 1))
+    region = text[starts[first] : starts[last + 1]]
+    changed = region[: begin - starts[first]] + new + region[end - starts[first] :]
+    while not changed.endswith("\n") and last + 1 < len(model):  # joined the next line: take it in
+        last += 1
+        changed += text[starts[last] : starts[last + 1]]
+    old_lines = model[first : last + 1]
+    replaced = _replace(old_lines, [t for t, _w in old_lines], split_lines(changed), key)
+    return model[:first] + replaced + model[last + 1 :]
+
+
+def _replace(region: list[Line], old: list[str | None], new: list[str], key: int) -> list[Line]:
+    """`new` in place of a region whose text the edit knew as `old`: a new line the edit left as it
+    was (equal to an old line) keeps that model line's writer (None where the model had other
+    text there), every other new line is the edit's."""
+    old_who: list[int | None] = [None] * len(old)
+    for i, j, n in _blocks(_texts(region), [o if o is not None else object() for o in old]):
+        for k in range(n):
+            old_who[j + k] = region[i + k][1]
+    out: list[Line] = []
+    matcher = SequenceMatcher(None, [o if o is not None else object() for o in old], new, autojunk=False)
+    for tag, i1, _i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            out += [(new[j1 + k], old_who[i1 + k]) for k in range(j2 - j1)]
+        else:
+            out += [(new[j], key) for j in range(j1, j2)]
+    return out
+
+
+def _edit_lines(model: list[Line], old: list[str], new: list[str], event: Event) -> list[Line]:
+    """An edit whose old text is not in the model as it is: placed by its lines."""
+    at = _find_lines(model, old, event.line)
+    if at is None:
+        return _place_unknown(model, old, new, event)
+    begin, end = at
+    return model[:begin] + _replace(model[begin:end], list(old), new, event.key) + model[end:]
+
+
+def _find_lines(model: list[Line], old: list[str], hint: int | None) -> tuple[int, int] | None:
+    """Where `old`'s lines sit in the model: exactly, then ignoring trailing blanks, then by the
+    longest run of equal lines (the rest of the region shifted with it)."""
+    texts = [t for t, _w in model]
+    for strip in (False, True):
+        wanted = [s.rstrip() if strip else s for s in old]
+        have = [(t.rstrip() if strip else t) if t is not None else None for t in texts]
+        spots = [i for i in range(len(have) - len(wanted) + 1) if have[i : i + len(wanted)] == wanted]
+        if spots and wanted:
+            best = min(spots, key=lambda i: abs(i + 1 - hint)) if hint else spots[0]
+            return best, best + len(wanted)
+    blocks = [b for b in _blocks(_texts(model), old) if any(_anchor(old[b[1] + k]) for k in range(b[2]))]
+    if not blocks:
+        return None
+    i, j, _n = max(blocks, key=lambda b: b[2])
+    begin = max(0, i - j)
+    return begin, min(len(model), begin + len(old))
+
+
+def _place_unknown(model: list[Line], old: list[str], new: list[str], event: Event) -> list[Line]:
+    """An edit of lines the archive never saw: its new lines where the tool said (else at the end),
+    between gaps; its lines equal to old ones are not its own."""
+    lines = _replace([], list(old), new, event.key)
+    gap: Line = (None, None)
+    if event.line is not None and 0 < event.line <= len(model):
+        at = event.line - 1
+        return model[:at] + [gap] + lines + [gap] + model[at:]
+    return model + [gap] + lines + [gap]
