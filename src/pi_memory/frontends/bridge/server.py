@@ -178,7 +178,7 @@ def encode(response: dict[str, Any]) -> bytes:
 
 
 # Requests that only add messages: their after-write hooks (runs) wait for an idle moment.
-LIVE_WRITES = frozenset({"session_start", "capture", "capture_entry", "backfill", "set_name"})
+LIVE_WRITES = frozenset({"session_start", "capture", "capture_entry", "backfill", "set_name", "edit_observed"})
 
 
 def _when_idle(archive: Archive) -> None:
