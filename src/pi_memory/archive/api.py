@@ -38,6 +38,7 @@ from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_sin
 from .overview import OVERVIEW_DAYS, Overview
 from .provenance import ProvenanceMethods
 from .session import SessionMethods
+from .timeline import Timeline
 
 __all__ = ["REVIEW_MIN_COUNT", "Archive", "Stats", "Window", "move_aside"]
 
@@ -402,6 +403,15 @@ class Archive(MemoryMethods, SessionMethods, ProvenanceMethods):
 
         with self.store.read():
             return overview(self.store, totals(self.store), days)
+
+    def timeline(self, project: str | None = None, agent: str | None = None, day: str | None = None) -> Timeline:
+        """Messages per day by agent over all time (one project, one agent, or all), and a day's runs."""
+        from .timeline import timeline
+
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        with self.store.read():
+            return timeline(self.store, project or None, agent or None, day or None)
 
     def is_address(self, value: str) -> bool:
         return is_address(value)

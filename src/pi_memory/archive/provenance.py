@@ -48,10 +48,12 @@ class ProvenanceMethods:
         """Read every archived message's edits again (idempotent); returns the rows that were missing."""
         return record.backfill(self.store, self.edits_progress)
 
-    def blame(self, target: str, cwd: str | None = None) -> Blame:
-        """`PATH[:LINE[-LINE]]` (relative to `cwd`, default here): who wrote each line of the file now."""
+    def blame(self, target: str, cwd: str | None = None, require_edits: bool = False) -> Blame:
+        """`PATH[:LINE[-LINE]]` (relative to `cwd`, default here): who wrote each line of the file now.
+
+        `require_edits`: refuse (NotFound) a file no archived session changed, before reading it."""
         self.edits_ready()
-        return query.blame(self.store, target, cwd or os.getcwd())
+        return query.blame(self.store, target, cwd or os.getcwd(), require_edits)
 
     def file_history(self, target: str, cwd: str | None = None) -> History:
         """Every run that changed the file, oldest first."""

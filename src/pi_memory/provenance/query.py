@@ -271,15 +271,17 @@ def _repository_path(path: str) -> str | None:
         folder = parent
 
 
-def blame(store: Store, target: str, cwd: str) -> Blame:
+def blame(store: Store, target: str, cwd: str, require_edits: bool = False) -> Blame:
+    """`require_edits`: only a file an archived session changed is read (the web viewer's rule)."""
     path, first, last = parse_target(target, cwd)
-    text = read_file(path)
-    current = split_lines(text)
     with store.read():
         names, matched_by = _names_of(store, path)
         infos = edits_at(store, names)
+        if require_edits and not infos:
+            raise NotFound(f"no archived session changed {path}")
         model = _moved_in(store, infos)
         events = events_of(store, infos)
+    current = split_lines(read_file(path))
     who = blame_lines(current, events, model)
     by_id = {i.id: i for i in infos}
     lo, hi = (first or 1), min(last or len(current), len(current))

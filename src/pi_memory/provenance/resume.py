@@ -71,7 +71,8 @@ def resume(store: Store, session_id: str) -> Resume:
 
 
 def _existing_source(store: Store, session_id: str, source_path: Any) -> str | None:
-    """The session's file where the agent keeps it: its recorded path, else a file it was imported from."""
-    candidates = [str(source_path)] if source_path else []
-    candidates += [str(r[0]) for r in store.rows("SELECT path FROM source_file WHERE session_id = ?", (session_id,))]
+    """The session's file where the agent keeps it: the (resolved) path it was imported from, else the
+    path the live extension gave (a relative one, as a command line gave it to `import`, says nothing)."""
+    candidates = [str(r[0]) for r in store.rows("SELECT path FROM source_file WHERE session_id = ?", (session_id,))]
+    candidates += [str(source_path)] if source_path and os.path.isabs(str(source_path)) else []
     return next((path for path in candidates if os.path.isfile(path)), None)
