@@ -373,3 +373,37 @@ def score(world: World, path: str, written_by: list[str | None]) -> dict[str, in
             key = "right" if said == truth else "missed" if said is None else "wrong_run"
             counts[key] += 1
     return counts
+
+
+def build_viewer_archive(db: Path, work: Path) -> dict[str, str]:
+    """The browser tests' archive (`web_fixture.build_archive`) and this history on top: the repository
+    under `work`, its pi session imported, and a Claude Code session of early 2025 (the timeline's
+    older work). Returns what the pages are opened with."""
+    from pi_memory import Archive
+    from web_fixture import build_archive
+
+    found = build_archive(db)
+    world = World(work / "repo")
+    scenario(world)
+    session = pi_session(world, work)
+    old = work / "claude" / "c1a0de00-2222-4000-8000-00000000beef.jsonl"
+    old.parent.mkdir(parents=True, exist_ok=True)
+    sid = old.stem
+    turns = [
+        ("2025-03-04T10:00:00Z", "把配置加载改成 TOML, keep JSON as a fallback"),
+        ("2025-03-05T09:30:00Z", "Add a test for the loader"),
+    ]
+    lines = []
+    for k, (ts, ask) in enumerate(turns):
+        lines.append({"type": "user", "uuid": f"u{k}", "parentUuid": None, "sessionId": sid, "cwd": "/home/dev/old-tool",
+                      "timestamp": ts, "message": {"role": "user", "content": ask}})  # fmt: skip
+        lines.append({"type": "assistant", "uuid": f"a{k}", "parentUuid": f"u{k}", "sessionId": sid, "cwd": "/home/dev/old-tool",
+                      "timestamp": ts.replace(":00Z", ":09Z"), "message": {"id": f"m{k}", "role": "assistant", "model": "claude-sonnet-4-5",
+                      "content": [{"type": "text", "text": "Done: **TOML** first, then JSON.\n\n```toml\n[loader]\nformat = \"toml\"\n```"}]}})  # fmt: skip
+    old.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    with Archive.open(db) as archive:
+        archive.import_paths([session])
+        archive.import_paths([old], agent="claude")
+        pi_sid = next(s.id for s in archive.sessions(limit=100) if s.project == "repo")
+    return {**found, "repo": str(world.root), "file": str(world.root / "app" / "config.py"), "repo_session": pi_sid,
+            "claude_session": sid, "claude_day": "2025-03-04"}  # fmt: skip

@@ -59,3 +59,8 @@ def _unescape(text: str) -> str:
         return _SIMPLE[code] if code in _SIMPLE else chr(int(code[1:], 16))
 
     return _ESCAPE.sub(one, text)
+
+
+def readable_snippet(snippet: str) -> str:
+    """A search snippet of a tool call with its JSON escapes decoded (`\\n` as a line break)."""
+    return _unescape(snippet) if "→ " in snippet else snippet

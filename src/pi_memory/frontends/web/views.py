@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...archive import page
-from ...core.calls import readable_call_line
+from ...core.calls import readable_call_line, readable_snippet
 from ...core.format import short_id
 from ...core.text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 from ...errors import BadInput
@@ -160,8 +160,9 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def strip_hit_marks(snippet: str) -> str:
-    """The search snippet without its hit markers (the page marks every hit itself)."""
-    return snippet.replace(HIT_OPEN, "").replace(HIT_CLOSE, "")
+    """The search snippet without its hit markers (the page marks every hit itself), a tool call's
+    JSON escapes decoded."""
+    return readable_snippet(snippet.replace(HIT_OPEN, "").replace(HIT_CLOSE, ""))
 
 
 def highlight(text: str, query: str) -> list[tuple[str, bool]]:
@@ -354,7 +355,10 @@ class TimelinePlot:
 
 
 def timeline_plot(days: list[tuple[int, dict[str, int]]], agents: list[str], height: int = 140) -> TimelinePlot:
-    """One column per day over all time, stacked by agent; at least 3 px a day (the plot scrolls)."""
+    """One column per day over all time, stacked by agent; at least 3 px a day (the plot scrolls).
+
+    A column's height grows with the square root of the day's messages (at least 3 px): beside a
+    day of 2,000 messages a day of 20 still shows; the agents share it in proportion."""
     peak = max((sum(per.values()) for _d, per in days), default=0) or 1
     step = max(3.0, 900 / max(1, len(days)))
     bars, labels = [], []
@@ -362,12 +366,14 @@ def timeline_plot(days: list[tuple[int, dict[str, int]]], agents: list[str], hei
         date = datetime.fromtimestamp(day_ms / 1000, timezone.utc)
         if date.day == 1 or i == 0:
             labels.append((round(i * step, 1), date.strftime("%Y-%m")))
+        total = sum(per.values())
+        column = max(3.0, height * (total / peak) ** 0.5) if total else 0.0
         y = float(height)
         parts = []
         for agent in agents:
             n = per.get(agent, 0)
             if n:
-                h = round(height * n / peak, 1)
+                h = round(column * n / total, 1)
                 y = round(y - h, 1)
                 parts.append((agent, y, h, n))
         bars.append(DayBar(date.strftime("%Y-%m-%d"), round(i * step, 1), sum(per.values()), parts))

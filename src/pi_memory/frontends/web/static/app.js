@@ -1,3 +1,17 @@
+// The timeline opens at its newest days (or at the day picked): it scrolls sideways over all time.
+"use strict";
+(function () {
+  const scroller = document.querySelector(".timeline-scroll");
+  if (!scroller) return;
+  const picked = scroller.querySelector("a.day.picked rect");
+  if (picked) {
+    const x = Number(picked.getAttribute("x")) || 0;
+    scroller.scrollLeft = Math.max(0, x - scroller.clientWidth / 2);
+  } else {
+    scroller.scrollLeft = scroller.scrollWidth;
+  }
+})();
+
 // The keyboard search shortcut, on every page: "/" (or Ctrl+K / Cmd+K) puts the cursor in the search
 // box, or opens the search page where there is none; Escape leaves the box.
 "use strict";
