@@ -34,7 +34,6 @@ from .extract import DELETE, EDIT, WRITE
 
 MOVED_MIN_CHARS = 12  # a moved line is recognized by its text only when it says this much
 ANCHOR_MIN_CHARS = 3  # an edit not found as it is is placed by old lines of at least this much text
-_GAP = "\x00gap\x00"  # how a line of unknown content reads in the model's text: it matches nothing
 
 
 @dataclass(frozen=True)
@@ -160,68 +159,73 @@ def _edit(model: list[Line], event: Event) -> list[Line]:
         return _line_up(model, split_lines(new), keep_new=event.key)
     if event.lines:
         return _edit_lines(model, split_lines(old), split_lines(new), event)
-    text, starts = _model_text(model)
-    found = _occurrences(text, old)
+    found = _occurrences(model, old)
     if not found:
         return _edit_lines(model, split_lines(old), split_lines(new), event)
     if not event.replace_all:
-        found = [_nearest(found, starts, event.line)]
-    for at in reversed(found):
-        model = _splice(model, text, starts, at, at + len(old), new, event.key)
+        found = [_nearest(found, event.line)]
+    for spot in sorted(found, reverse=True):  # from the end: the spots before stay where they are
+        model = _splice(model, spot, new, event.key)
     return model
 
 
-def _model_text(model: list[Line]) -> tuple[str, list[int]]:
-    """The model as text, every line ended by a newline; and where each line starts."""
-    starts, parts, at = [], [], 0
-    for line_text, _who in model:
-        piece = (line_text if line_text is not None else _GAP) + "\n"
-        starts.append(at)
-        parts.append(piece)
-        at += len(piece)
-    starts.append(at)
-    return "".join(parts), starts
+Spot = tuple[int, int, int, int]  # where a text is in the model: (first line, column, last line, end column)
 
 
-def _occurrences(text: str, needle: str) -> list[int]:
-    found, at = [], text.find(needle)
-    while at >= 0:
-        found.append(at)
-        at = text.find(needle, at + max(1, len(needle)))
+def _occurrences(model: list[Line], old: str) -> list[Spot]:
+    """Every place `old` is in the model's text (its lines joined by newlines), without overlaps.
+
+    Found line by line, never by joining the whole file (a file of thousands of lines is edited
+    hundreds of times in a replay): a text within one line by `in`; a text over several lines by
+    its first piece ending a line, the middle ones equal to lines, the last one starting a line."""
+    parts = old.split("\n")
+    texts = [t for t, _w in model]
+    found: list[Spot] = []
+    if len(parts) == 1:
+        for i, text in enumerate(texts):
+            at = text.find(old) if text is not None else -1
+            while at >= 0:
+                found.append((i, at, i, at + len(old)))
+                at = text.find(old, at + len(old)) if text is not None else -1
+        return found
+    n = len(parts)
+    for i, text in enumerate(texts):
+        if text is None or not text.endswith(parts[0]) or i + n - 1 > len(texts):
+            continue
+        if found and found[-1][2] > i:
+            continue  # overlaps the previous occurrence
+        if all(texts[i + k] == parts[k] for k in range(1, n - 1)) and _starts(texts, i + n - 1, parts[-1]):
+            found.append((i, len(text) - len(parts[0]), i + n - 1, len(parts[-1])))
     return found
 
 
-def _line_of(starts: list[int], offset: int) -> int:
-    """The index of the line holding character `offset` (starts ends with the text's length)."""
-    lo, hi = 0, len(starts) - 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if starts[mid] <= offset:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+def _starts(texts: list[str | None], at: int, piece: str) -> bool:
+    """Line `at` starts with `piece`; past the last line only the empty piece (a text ending with the
+    file's last newline)."""
+    if at == len(texts):
+        return piece == ""
+    text = texts[at]
+    return text is not None and text.startswith(piece)
 
 
-def _nearest(found: list[int], starts: list[int], hint: int | None) -> int:
+def _nearest(found: list[Spot], hint: int | None) -> Spot:
     if hint is None or len(found) == 1:
         return found[0]
-    return min(found, key=lambda at: abs(_line_of(starts, at) + 1 - hint))
+    return min(found, key=lambda spot: abs(spot[0] + 1 - hint))
 
 
-def _splice(model: list[Line], text: str, starts: list[int], begin: int, end: int, new: str, key: int) -> list[Line]:
-    """Replace text[begin:end] with `new`, at line granularity: the lines the match touches are
-    rewritten, their lines that stay as they were keep their writer."""
-    first = _line_of(starts, begin)
-    last = _line_of(starts, max(begin, end - 1))
-    region = text[starts[first] : starts[last + 1]]
-    changed = region[: begin - starts[first]] + new + region[end - starts[first] :]
-    while not changed.endswith("\n") and last + 1 < len(model):  # joined the next line: take it in
-        last += 1
-        changed += text[starts[last] : starts[last + 1]]
-    old_lines = model[first : last + 1]
-    replaced = _replace(old_lines, [t for t, _w in old_lines], split_lines(changed), key)
-    return model[:first] + replaced + model[last + 1 :]
+def _splice(model: list[Line], spot: Spot, new: str, key: int) -> list[Line]:
+    """The text at `spot` replaced by `new`, at line granularity: the lines it touches are rewritten,
+    and their lines that stay as they were keep their writer."""
+    first, col, last, end_col = spot
+    at_end = last >= len(model)
+    prefix = str(model[first][0])[:col]
+    suffix = "" if at_end else str(model[last][0])[end_col:]
+    lines = (prefix + new + suffix).split("\n")
+    if at_end and lines and lines[-1] == "":
+        lines.pop()  # the text ended with the file's last newline
+    region = model[first : last + 1]
+    return model[:first] + _replace(region, [t for t, _w in region], lines, key) + model[last + 1 :]
 
 
 def _replace(region: list[Line], old: list[str | None], new: list[str], key: int) -> list[Line]:
