@@ -94,9 +94,15 @@ def target_history(repo: Path, out: Path, edits: int, sessions: int, rng: random
             run += 1
             at = rng.randrange(len(lines))
             old = lines[at]
-            new = [f"step_{run}_{j} = adjust(value_{at % FILE_LINES}, {j})  # run {run}" for j in range(rng.randint(1, 3))]
+            new = [
+                f"step_{run}_{j} = adjust(value_{at % FILE_LINES}, {j})  # run {run}" for j in range(rng.randint(1, 3))
+            ]
             w.add({"role": "user", "content": [{"type": "text", "text": f"run {run}: adjust line {at + 1}"}]})
-            w.tool(f"e{run}", "edit", {"path": "src/big.py", "edits": [{"oldText": old + "\n", "newText": "\n".join(new) + "\n"}]})
+            w.tool(
+                f"e{run}",
+                "edit",
+                {"path": "src/big.py", "edits": [{"oldText": old + "\n", "newText": "\n".join(new) + "\n"}]},
+            )
             w.add({"role": "assistant", "content": [{"type": "text", "text": "Adjusted."}], "stopReason": "stop"})
             lines[at : at + 1] = new
             if k == 0 and s % 5 == 4:  # now and then a person adds a line by hand
@@ -126,7 +132,14 @@ def bulk_sessions(folder: Path, n_messages: int, rng: random.Random, offset: lis
             if turn % 4 == 0:
                 w.tool(call, "write", {"path": f"src/f{turn}.py", "content": f"# {words}\nx = {turn}\n"})
             elif turn % 4 == 1:
-                w.tool(call, "edit", {"path": f"src/f{turn - 1}.py", "edits": [{"oldText": f"x = {turn - 1}\n", "newText": f"x = {turn}\n"}]})
+                w.tool(
+                    call,
+                    "edit",
+                    {
+                        "path": f"src/f{turn - 1}.py",
+                        "edits": [{"oldText": f"x = {turn - 1}\n", "newText": f"x = {turn}\n"}],
+                    },
+                )
             else:
                 w.tool(call, "bash", {"command": f"grep -rn {rng.choice(WORDS)} src"})
             w.add({"role": "assistant", "content": [{"type": "text", "text": f"Done: {words}."}], "stopReason": "stop"})
@@ -240,7 +253,23 @@ def main() -> None:
          f"{r['exactness']['hand_attributed']}/{r['exactness']['hand_lines']}"]
         for r in results
     ]  # fmt: skip
-    print(table(["size", "messages", "edit rows", "replayed", "cold ms", "p50 ms", "p95 ms", "max ms", "agent right", "hand given"], rows))
+    print(
+        table(
+            [
+                "size",
+                "messages",
+                "edit rows",
+                "replayed",
+                "cold ms",
+                "p50 ms",
+                "p95 ms",
+                "max ms",
+                "agent right",
+                "hand given",
+            ],
+            rows,
+        )
+    )
     ratio = results[-1]["warm_ms"]["p95"] / results[0]["warm_ms"]["p95"] if len(results) > 1 else 1.0
     print(f"p95 ratio largest/smallest: {ratio:.2f}")
     save_json(args.json, {**header, "built": built, "results": results, "p95_ratio": round(ratio, 3)})

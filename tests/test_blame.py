@@ -104,3 +104,35 @@ def test_line_endings_and_a_bom_do_not_matter() -> None:
 def test_an_edit_that_joins_a_line_with_the_next_takes_it_in() -> None:
     events = [Event(1, WRITE, new="x(\n  1\n)\n"), Event(2, EDIT, old="x(\n  1\n", new="x(1")]
     assert replay(events) == [("x(1)", 2)]
+
+
+def test_a_block_moved_by_hand_keeps_its_writer_through_a_later_snapshot() -> None:
+    events = [
+        Event(1, WRITE, new="first_line_of_it()\nsecond_line_of_it()\nthird_line_of_it()\nfourth_line_of_it()\n"),
+        # a person moved the first two lines to the end; pi saw the file so before its next edit
+        Event(2, EDIT, old="fourth_line_of_it()\n", new="fourth_line_of_it()\nfifth()\n",
+              before="third_line_of_it()\nfourth_line_of_it()\nfirst_line_of_it()\nsecond_line_of_it()\n"),
+    ]  # fmt: skip
+    now = lines("third_line_of_it()\nfourth_line_of_it()\nfifth()\nfirst_line_of_it()\nsecond_line_of_it()\n")
+    assert blame_lines(now, events) == [1, 1, 2, 1, 1]
+
+
+def test_a_patch_over_lines_a_person_moved_keeps_their_writers() -> None:
+    events = [
+        Event(1, WRITE, new="line_one_here()\nline_two_here()\nline_three_here()\nline_four_here()\n"),
+        # Codex's hunk holds the file as it really was: line one moved to the end by hand
+        Event(2, EDIT, old="line_two_here()\nline_three_here()\nline_four_here()\nline_one_here()\n",
+              new="line_two_here()\nline_three_here()\nnew_line_five()\nline_four_here()\nline_one_here()\n", lines=True),
+    ]  # fmt: skip
+    now = lines("line_two_here()\nline_three_here()\nnew_line_five()\nline_four_here()\nline_one_here()\n")
+    assert blame_lines(now, events) == [1, 1, 2, 1, 1]
+
+
+def test_lines_an_edit_pushed_aside_are_found_where_they_moved() -> None:
+    events = [
+        Event(1, WRITE, new="alpha_alpha_alpha()\nbeta_beta_beta()\ngamma_gamma_gamma()\n"),
+        # the edit's old text shows beta gone from here (a person moved it below gamma)
+        Event(2, EDIT, old="alpha_alpha_alpha()\ngamma_gamma_gamma()\n", new="alpha_alpha_alpha()\ndelta_delta()\ngamma_gamma_gamma()\n", lines=True),
+    ]  # fmt: skip
+    now = lines("alpha_alpha_alpha()\ndelta_delta()\ngamma_gamma_gamma()\nbeta_beta_beta()\n")
+    assert blame_lines(now, events) == [1, 2, 1, 1]

@@ -26,7 +26,7 @@ where its text is one an edit wrote and the replay put it there (or it moved who
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -63,24 +63,33 @@ def split_lines(text: str) -> list[str]:
     return lines
 
 
+Pool = dict[str, list["int | None"]]  # distinctive lines an edit pushed aside, by text: they may have moved
+
+
 def replay(events: Sequence[Event], model: list[Line] | None = None) -> list[Line]:
     """The model after these events (from an unknown file, or `model`)."""
+    return _replay(events, model)[0]
+
+
+def _replay(events: Sequence[Event], model: list[Line] | None) -> tuple[list[Line], Pool]:
     lines: list[Line] = list(model) if model is not None else [(None, None)]
+    pool: Pool = defaultdict(list)
     for event in events:
         if event.before is not None:
-            lines = _line_up(lines, split_lines(event.before), keep_new=None)
+            lines = _line_up(lines, split_lines(event.before), None, pool)
         if event.kind == DELETE:
             lines = []
         elif event.kind == WRITE:
-            lines = _line_up(lines, split_lines(event.new or ""), keep_new=event.key)
+            lines = _line_up(lines, split_lines(event.new or ""), event.key, pool)
         elif event.kind == EDIT:
-            lines = _edit(lines, event)
-    return lines
+            lines = _edit(lines, event, pool)
+    return lines, pool
 
 
 def blame_lines(current: Sequence[str], events: Sequence[Event], model: list[Line] | None = None) -> list[int | None]:
     """Who wrote each line of `current` (the file's lines now): an event key, or None."""
-    return settle(replay(events, model), current)
+    lines, pool = _replay(events, model)
+    return _writers(lines, list(current), None, pool)
 
 
 # --- lining up -------------------------------------------------------------------------------
@@ -111,31 +120,41 @@ def _blocks(a: Sequence[object], b: Sequence[object]) -> list[tuple[int, int, in
     return blocks
 
 
-def _line_up(model: list[Line], new: list[str], keep_new: int | None) -> list[Line]:
-    """`new` as the file's lines: each keeps the writer of the model line it equals, the others
-    get `keep_new` (the write that wrote them, or None for a snapshot of what was there)."""
-    who: list[int | None] = [keep_new] * len(new)
-    for i, j, n in _blocks(_texts(model), new):
-        for k in range(n):
-            who[j + k] = model[i + k][1]
+def _line_up(model: list[Line], new: list[str], keep_new: int | None, pool: Pool | None = None) -> list[Line]:
+    """`new` as the file's lines: each keeps the writer of the model line it equals (or moved from),
+    the others get `keep_new` (the write that wrote them, or None for a snapshot of what was there)."""
+    who = _writers(model, new, keep_new, pool)
     return list(zip(new, who, strict=True))
 
 
 def settle(model: list[Line], current: Sequence[str]) -> list[int | None]:
-    """The model lined up with the file now; then moved lines by their distinctive text."""
-    who: list[int | None] = [None] * len(current)
+    """The model lined up with the file now: who wrote each of its lines, or None."""
+    return _writers(model, list(current), None)
+
+
+def _writers(model: list[Line], new: list[str], default: int | None, pool: Pool | None = None) -> list[int | None]:
+    """The writer of each line of `new` from the model: the common subsequence keeps its writers; then
+    a line that moved (not in the subsequence, its text unchanged and distinctive) finds its writer
+    among the model lines left over, then among the lines edits pushed aside (`pool`); every other
+    line gets `default`."""
+    who: list[int | None] = [default] * len(new)
+    placed = [False] * len(new)
     used = [False] * len(model)
-    for i, j, n in _blocks(_texts(model), list(current)):
+    for i, j, n in _blocks(_texts(model), new):
         for k in range(n):
             who[j + k] = model[i + k][1]
-            used[i + k] = True
-    left: dict[str, list[int]] = defaultdict(list)
+            placed[j + k] = used[i + k] = True
+    left: Pool = defaultdict(list)
     for i, (text, writer) in enumerate(model):
-        if not used[i] and writer is not None and text is not None and _distinctive(text):
+        if not used[i] and text is not None and _distinctive(text):
             left[text].append(writer)
-    for j, text in enumerate(current):
-        if who[j] is None and left.get(text):
+    for j, text in enumerate(new):
+        if placed[j]:
+            continue
+        if left.get(text):
             who[j] = left[text].pop(0)
+        elif pool and pool.get(text):
+            who[j] = pool[text].pop(0)
     return who
 
 
@@ -153,15 +172,15 @@ def _distinctive(text: str) -> bool:
 # --- replaying an edit --------------------------------------------------------------------------
 
 
-def _edit(model: list[Line], event: Event) -> list[Line]:
+def _edit(model: list[Line], event: Event, pool: Pool) -> list[Line]:
     old, new = event.old or "", event.new or ""
     if not old:  # Claude's Edit with an empty old_string creates the file
-        return _line_up(model, split_lines(new), keep_new=event.key)
+        return _line_up(model, split_lines(new), event.key, pool)
     if event.lines:
-        return _edit_lines(model, split_lines(old), split_lines(new), event)
+        return _edit_lines(model, split_lines(old), split_lines(new), event, pool)
     found = _occurrences(model, old)
     if not found:
-        return _edit_lines(model, split_lines(old), split_lines(new), event)
+        return _edit_lines(model, split_lines(old), split_lines(new), event, pool)
     if not event.replace_all:
         found = [_nearest(found, event.line)]
     for spot in sorted(found, reverse=True):  # from the end: the spots before stay where they are
@@ -225,17 +244,20 @@ def _splice(model: list[Line], spot: Spot, new: str, key: int) -> list[Line]:
     if at_end and lines and lines[-1] == "":
         lines.pop()  # the text ended with the file's last newline
     region = model[first : last + 1]
-    return model[:first] + _replace(region, [t for t, _w in region], lines, key) + model[last + 1 :]
+    return model[:first] + _replace(region, [t for t, _w in region], lines, key)[0] + model[last + 1 :]
 
 
-def _replace(region: list[Line], old: list[str | None], new: list[str], key: int) -> list[Line]:
+Elsewhere = Callable[[str], "tuple[bool, int | None]"]
+
+
+def _replace(
+    region: list[Line], old: list[str | None], new: list[str], key: int, elsewhere: Elsewhere | None = None
+) -> tuple[list[Line], list[Line]]:
     """`new` in place of a region whose text the edit knew as `old`: a new line the edit left as it
-    was (equal to an old line) keeps that model line's writer (None where the model had other
-    text there), every other new line is the edit's."""
-    old_who: list[int | None] = [None] * len(old)
-    for i, j, n in _blocks(_texts(region), [o if o is not None else object() for o in old]):
-        for k in range(n):
-            old_who[j + k] = region[i + k][1]
+    was (equal to an old line) keeps that model line's writer (where the model had other text
+    there: the writer of the line that moved there, `elsewhere`, else None), every other new line is
+    the edit's. Also returns the region's lines that were not its old text (pushed aside)."""
+    old_who, kept = _old_writers(region, old, elsewhere)
     out: list[Line] = []
     matcher = SequenceMatcher(None, [o if o is not None else object() for o in old], new, autojunk=False)
     for tag, i1, _i2, j1, j2 in matcher.get_opcodes():
@@ -243,16 +265,66 @@ def _replace(region: list[Line], old: list[str | None], new: list[str], key: int
             out += [(new[j1 + k], old_who[i1 + k]) for k in range(j2 - j1)]
         else:
             out += [(new[j], key) for j in range(j1, j2)]
-    return out
+    return out, [line for i, line in enumerate(region) if not kept[i]]
 
 
-def _edit_lines(model: list[Line], old: list[str], new: list[str], event: Event) -> list[Line]:
-    """An edit whose old text is not in the model as it is: placed by its lines."""
+def _old_writers(
+    region: list[Line], old: list[str | None], elsewhere: Elsewhere | None
+) -> tuple[list[int | None], list[bool]]:
+    """Who wrote each line of the edit's old text, from the region (in order, then moved within it,
+    then `elsewhere`); and which region lines were its old text."""
+    old_who: list[int | None] = [None] * len(old)
+    matched = [False] * len(old)
+    kept = [False] * len(region)
+    for i, j, n in _blocks(_texts(region), [o if o is not None else object() for o in old]):
+        for k in range(n):
+            old_who[j + k] = region[i + k][1]
+            matched[j + k] = kept[i + k] = True
+    moved: dict[str, list[int]] = defaultdict(list)  # region lines the common subsequence left out
+    for i, (text, _who) in enumerate(region):
+        if not kept[i] and text is not None and _distinctive(text):
+            moved[text].append(i)
+    for j, text in enumerate(old):
+        if matched[j] or text is None or not _distinctive(text):
+            continue
+        if moved.get(text):  # the line moved within the region
+            i = moved[text].pop(0)
+            old_who[j], kept[i] = region[i][1], True
+        elif elsewhere is not None:
+            _found, old_who[j] = elsewhere(text)
+    return old_who, kept
+
+
+def _edit_lines(model: list[Line], old: list[str], new: list[str], event: Event, pool: Pool) -> list[Line]:
+    """An edit whose old text is not in the model as it is: placed by its lines. Old lines the model
+    has elsewhere moved here (their writers come along); the region's lines that are not in the old
+    text moved away or are gone (kept aside in `pool`, should they show up again)."""
     at = _find_lines(model, old, event.line)
     if at is None:
         return _place_unknown(model, old, new, event)
     begin, end = at
-    return model[:begin] + _replace(model[begin:end], list(old), new, event.key) + model[end:]
+    outside: dict[str, list[int]] = defaultdict(list)
+    for i, (text, _who) in enumerate(model):
+        if (i < begin or i >= end) and text is not None and _distinctive(text):
+            outside[text].append(i)
+    taken: set[int] = set()
+
+    def elsewhere(text: str) -> tuple[bool, int | None]:
+        if outside.get(text):
+            index = outside[text].pop(0)
+            taken.add(index)
+            return True, model[index][1]
+        if pool.get(text):
+            return True, pool[text].pop(0)
+        return False, None
+
+    replaced, aside = _replace(model[begin:end], list(old), new, event.key, elsewhere)
+    for text, who in aside:
+        if text is not None and _distinctive(text):
+            pool[text].append(who)
+    before = [line for i, line in enumerate(model[:begin]) if i not in taken]
+    after = [line for i, line in enumerate(model[end:], start=end) if i not in taken]
+    return before + replaced + after
 
 
 def _find_lines(model: list[Line], old: list[str], hint: int | None) -> tuple[int, int] | None:
@@ -269,15 +341,27 @@ def _find_lines(model: list[Line], old: list[str], hint: int | None) -> tuple[in
     blocks = [b for b in _blocks(_texts(model), old) if any(_anchor(old[b[1] + k]) for k in range(b[2]))]
     if not blocks:
         return None
-    i, j, _n = max(blocks, key=lambda b: b[2])
-    begin = max(0, i - j)
-    return begin, min(len(model), begin + len(old))
+    group = max(_clusters(blocks, len(old)), key=lambda g: sum(n for _i, _j, n in g))
+    (i0, j0, _n0), (i1, j1, n1) = group[0], group[-1]
+    return max(0, i0 - j0), min(len(model), i1 + n1 + (len(old) - j1 - n1))
+
+
+def _clusters(blocks: list[tuple[int, int, int]], span: int) -> list[list[tuple[int, int, int]]]:
+    """Matching blocks in runs whose model lines lie within the old text's length of each other: the
+    region an edit covered, where lines elsewhere that happen to be equal are not."""
+    groups: list[list[tuple[int, int, int]]] = []
+    for block in blocks:
+        if groups and block[0] - (groups[-1][-1][0] + groups[-1][-1][2]) <= span:
+            groups[-1].append(block)
+        else:
+            groups.append([block])
+    return groups
 
 
 def _place_unknown(model: list[Line], old: list[str], new: list[str], event: Event) -> list[Line]:
     """An edit of lines the archive never saw: its new lines where the tool said (else at the end),
     between gaps; its lines equal to old ones are not its own."""
-    lines = _replace([], list(old), new, event.key)
+    lines = _replace([], list(old), new, event.key)[0]
     gap: Line = (None, None)
     if event.line is not None and 0 < event.line <= len(model):
         at = event.line - 1
