@@ -3,7 +3,9 @@
 Each trial is a git repository with a random history (`tests/provenance_world.py`'s World): runs of an
 agent that write files, edit blocks of lines, insert and delete lines and rewrite whole files; between
 runs a person edits lines by hand, adds and deletes lines, moves blocks, and commits. Every line
-written carries the marker of its writer (`«r7»`, `«hand»`), so the truth is read off the files. The
+written carries the marker of its writer (`«r7»`, `«hand»`), so the truth is read off the files; a
+quarter of the lines are the common ones every file repeats (blank, `pass`, `return None`), unmarked
+and not counted, there to make lining versions up as ambiguous as in code. The
 same history is then imported as pi's session (with what pi's extension observes live, and from the
 transcript alone), as Claude Code's transcript (with the file before each change in its results, as
 Claude Code writes them, and without) and as Codex's (apply_patch), and every line of every file is
@@ -41,6 +43,9 @@ from provenance_world import (  # noqa: E402
 )
 
 WORDS = "alpha beta gamma delta load parse merge cache index retry token stream flush build scan".split()
+# lines every file has many of: they carry no marker (not counted) but make the alignment as hard as in code
+COMMON = ["", "    pass", "    return None", "    }", "    # ---"]
+COMMON_SHARE = 0.25
 
 
 class Trial:
@@ -61,6 +66,9 @@ class Trial:
                 self.world.commit(f"after run {number}")
 
     def line(self, who: str) -> str:
+        """A new line by `who`: a marked one, or one of the common lines (unmarked, not counted)."""
+        if self.rng.random() < COMMON_SHARE:
+            return self.rng.choice(COMMON)
         self.serial += 1
         return f"    value_{self.serial} = {self.rng.choice(WORDS)}({self.serial})  # «{who}»"
 
@@ -79,15 +87,13 @@ class Trial:
             self.world.write(run, path, "\n".join(body) + "\n")
             return
         kind = self.rng.choice(["replace", "insert", "delete", "replace", "rewrite"])
-        if kind == "rewrite":
+        old = self.unique_block(current)
+        if kind == "rewrite" or old is None:
             kept = [x for x in current if self.rng.random() < 0.75]
             for _ in range(self.rng.randint(1, 4)):
                 kept.insert(self.rng.randint(0, len(kept)), self.line(who))
             self.world.write(run, path, "\n".join(kept) + "\n")
             return
-        at = self.rng.randrange(len(current))
-        size = min(self.rng.randint(1, 3), len(current) - at)
-        old = "".join(x + "\n" for x in current[at : at + size])
         if kind == "insert":
             new = old + "".join(self.line(who) + "\n" for _ in range(self.rng.randint(1, 3)))
         elif kind == "delete" and len(current) > 4:
@@ -95,6 +101,17 @@ class Trial:
         else:
             new = "".join(self.line(who) + "\n" for _ in range(self.rng.randint(1, 4)))
         self.world.edit(run, path, old, new)
+
+    def unique_block(self, current: list[str]) -> str | None:
+        """One to three lines in a row whose text is in the file once (an edit's old text must be)."""
+        text = "".join(x + "\n" for x in current)
+        for _ in range(50):
+            at = self.rng.randrange(len(current))
+            size = min(self.rng.randint(1, 3), len(current) - at)
+            old = "".join(x + "\n" for x in current[at : at + size])
+            if text.count(old) == 1 and "«" in old:
+                return old
+        return None
 
     def by_hand(self) -> None:
         path = self.rng.choice([p for p in self.paths if self.lines(p)] or self.paths)

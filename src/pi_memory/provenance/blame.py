@@ -34,6 +34,7 @@ from .extract import DELETE, EDIT, WRITE
 
 MOVED_MIN_CHARS = 12  # a moved line is recognized by its text only when it says this much
 ANCHOR_MIN_CHARS = 3  # an edit not found as it is is placed by old lines of at least this much text
+_GAP = "\x00gap\x00"  # how a line of unknown content reads in the model's text: it matches nothing
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,38 @@ def replay(events: Sequence[Event], model: list[Line] | None = None) -> list[Lin
     return _replay(events, model)[0]
 
 
+class _Model:
+    """The model during a replay: its lines, the lines edits pushed aside, and its text as one string
+    (kept up to date by exact edits, the common case, rebuilt after anything else)."""
+
+    def __init__(self, lines: list[Line]) -> None:
+        self.lines = lines
+        self.pool: Pool = defaultdict(list)
+        self._text: str | None = None
+
+    def set(self, lines: list[Line], text: str | None = None) -> None:
+        self.lines, self._text = lines, text
+
+    @property
+    def text(self) -> str:
+        """Every line followed by a newline; a gap is a line that matches nothing."""
+        if self._text is None:
+            self._text = "".join((t if t is not None else _GAP) + "\n" for t, _w in self.lines)
+        return self._text
+
+
 def _replay(events: Sequence[Event], model: list[Line] | None) -> tuple[list[Line], Pool]:
-    lines: list[Line] = list(model) if model is not None else [(None, None)]
-    pool: Pool = defaultdict(list)
+    state = _Model(list(model) if model is not None else [(None, None)])
     for event in events:
         if event.before is not None:
-            lines = _line_up(lines, split_lines(event.before), None, pool)
+            state.set(_line_up(state.lines, split_lines(event.before), None, state.pool))
         if event.kind == DELETE:
-            lines = []
+            state.set([])
         elif event.kind == WRITE:
-            lines = _line_up(lines, split_lines(event.new or ""), event.key, pool)
+            state.set(_line_up(state.lines, split_lines(event.new or ""), event.key, state.pool))
         elif event.kind == EDIT:
-            lines = _edit(lines, event, pool)
-    return lines, pool
+            _edit(state, event)
+    return state.lines, state.pool
 
 
 def blame_lines(current: Sequence[str], events: Sequence[Event], model: list[Line] | None = None) -> list[int | None]:
@@ -172,59 +192,45 @@ def _distinctive(text: str) -> bool:
 # --- replaying an edit --------------------------------------------------------------------------
 
 
-def _edit(model: list[Line], event: Event, pool: Pool) -> list[Line]:
+def _edit(state: _Model, event: Event) -> None:
     old, new = event.old or "", event.new or ""
     if not old:  # Claude's Edit with an empty old_string creates the file
-        return _line_up(model, split_lines(new), event.key, pool)
-    if event.lines:
-        return _edit_lines(model, split_lines(old), split_lines(new), event, pool)
-    found = _occurrences(model, old)
+        state.set(_line_up(state.lines, split_lines(new), event.key, state.pool))
+        return
+    found = [] if event.lines else _occurrences(state.text, old)
     if not found:
-        return _edit_lines(model, split_lines(old), split_lines(new), event, pool)
+        state.set(_edit_lines(state.lines, split_lines(old), split_lines(new), event, state.pool))
+        return
     if not event.replace_all:
         found = [_nearest(found, event.line)]
+    lines, text = state.lines, state.text
     for spot in sorted(found, reverse=True):  # from the end: the spots before stay where they are
-        model = _splice(model, spot, new, event.key)
-    return model
+        lines, text = _splice(lines, text, spot, new, event.key)
+    state.set(lines, text)
 
 
-Spot = tuple[int, int, int, int]  # where a text is in the model: (first line, column, last line, end column)
+Spot = tuple[int, int, int, int, int, int]  # where a text is: first line, column, last line, end column; offsets
 
 
-def _occurrences(model: list[Line], old: str) -> list[Spot]:
-    """Every place `old` is in the model's text (its lines joined by newlines), without overlaps.
+def _occurrences(text: str, old: str) -> list[Spot]:
+    """Every place `old` is in the model's text, without overlaps.
 
-    Found line by line, never by joining the whole file (a file of thousands of lines is edited
-    hundreds of times in a replay): a text within one line by `in`; a text over several lines by
-    its first piece ending a line, the middle ones equal to lines, the last one starting a line."""
-    parts = old.split("\n")
-    texts = [t for t, _w in model]
+    The search and the line numbers are the string methods' (`find`, `count`): a replay edits a file
+    of thousands of lines hundreds of times, and a Python loop over its lines at each edit was most
+    of a blame's time (bench/blame_bench.py)."""
     found: list[Spot] = []
-    if len(parts) == 1:
-        for i, text in enumerate(texts):
-            at = text.find(old) if text is not None else -1
-            while at >= 0:
-                found.append((i, at, i, at + len(old)))
-                at = text.find(old, at + len(old)) if text is not None else -1
-        return found
-    n = len(parts)
-    for i, text in enumerate(texts):
-        if text is None or not text.endswith(parts[0]) or i + n - 1 > len(texts):
-            continue
-        if found and found[-1][2] > i:
-            continue  # overlaps the previous occurrence
-        if all(texts[i + k] == parts[k] for k in range(1, n - 1)) and _starts(texts, i + n - 1, parts[-1]):
-            found.append((i, len(text) - len(parts[0]), i + n - 1, len(parts[-1])))
+    at = text.find(old)
+    while at >= 0:
+        end = at + len(old)
+        found.append((*_position(text, at), *_position(text, end), at, end))
+        at = text.find(old, max(end, at + 1))
     return found
 
 
-def _starts(texts: list[str | None], at: int, piece: str) -> bool:
-    """Line `at` starts with `piece`; past the last line only the empty piece (a text ending with the
-    file's last newline)."""
-    if at == len(texts):
-        return piece == ""
-    text = texts[at]
-    return text is not None and text.startswith(piece)
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """(line, column) of a character offset of the model's text (the end of the text: one past its
+    last line, column 0)."""
+    return text.count("\n", 0, offset), offset - (text.rfind("\n", 0, offset) + 1)
 
 
 def _nearest(found: list[Spot], hint: int | None) -> Spot:
@@ -233,10 +239,10 @@ def _nearest(found: list[Spot], hint: int | None) -> Spot:
     return min(found, key=lambda spot: abs(spot[0] + 1 - hint))
 
 
-def _splice(model: list[Line], spot: Spot, new: str, key: int) -> list[Line]:
+def _splice(model: list[Line], text: str, spot: Spot, new: str, key: int) -> tuple[list[Line], str]:
     """The text at `spot` replaced by `new`, at line granularity: the lines it touches are rewritten,
-    and their lines that stay as they were keep their writer."""
-    first, col, last, end_col = spot
+    and their lines that stay as they were keep their writer. Returns the model and its text."""
+    first, col, last, end_col, at, end = spot
     at_end = last >= len(model)
     prefix = str(model[first][0])[:col]
     suffix = "" if at_end else str(model[last][0])[end_col:]
@@ -244,7 +250,10 @@ def _splice(model: list[Line], spot: Spot, new: str, key: int) -> list[Line]:
     if at_end and lines and lines[-1] == "":
         lines.pop()  # the text ended with the file's last newline
     region = model[first : last + 1]
-    return model[:first] + _replace(region, [t for t, _w in region], lines, key)[0] + model[last + 1 :]
+    replaced = _replace(region, [t for t, _w in region], lines, key)[0]
+    region_end = len(text) if at_end else text.find("\n", end - end_col) + 1
+    piece = "".join((t if t is not None else _GAP) + "\n" for t, _w in replaced)
+    return model[:first] + replaced + model[last + 1 :], text[: at - col] + piece + text[region_end:]
 
 
 Elsewhere = Callable[[str], "tuple[bool, int | None]"]

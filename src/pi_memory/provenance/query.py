@@ -19,11 +19,12 @@ from typing import Any
 from ..core.format import short_id
 from ..errors import BadInput, NotFound
 from ..runs.table import get_run
-from ..storage.store import Store, decompress
+from ..storage.store import Store, decode_text, decompress
 from .blame import Event, Line, blame_lines, replay, split_lines
 from .extract import MOVE, changes, source_lines, tool_calls, tool_outcomes
 
 NOT_ARCHIVED = "not written by an archived session"
+ASK_MAX = 200  # characters of the user's ask shown with a run (its summary's goal field is as long)
 _EDIT_COLUMNS = """e.id, e.session_id, e.call_id, e.part, e.tool, e.kind, e.path, e.from_path, e.ts, e.old_lines,
                    e.new_lines, e.line, m.id, rm.run_id, rm.pos, s.agent, s.cwd, o.git_commit"""
 _EDIT_FROM = """edit e JOIN msg m ON m.session_id = e.session_id AND m.hash = e.call_hash
@@ -93,17 +94,25 @@ def edits_at(store: Store, paths: Iterable[str], until_ts: int | None = None) ->
 
 
 def with_asks(store: Store, infos: list[EditInfo]) -> list[EditInfo]:
-    """Each change with its run's goal (the user's ask), read once per run."""
-    goals: dict[int, str] = {}
+    """Each change with the user's ask of its run: the run's first message, clipped (one query for all
+    the runs; their summary fields are not decoded)."""
+    runs = list({i.run_id for i in infos if i.run_id is not None})
+    asks: dict[int, str] = {}
+    if runs:
+        rows = store.rows(
+            f"""SELECT r.id, m.role, m.text FROM run r JOIN msg m ON m.id = r.first_msg
+                WHERE {store.sql_in_list("r.id")}""",
+            (store.list_param(runs),),
+        )
+        asks = {int(rid): _ask(decode_text(text)) for rid, role, text in rows if role == "user"}
     for info in infos:
-        if info.run_id is not None and info.run_id not in goals:
-            try:
-                goal = get_run(store, info.run_id).fields.get("goal") or {}
-            except NotFound:
-                goal = {}
-            goals[info.run_id] = str(goal.get("text") or "") if isinstance(goal, dict) else ""
-        info.ask = goals.get(info.run_id, "") if info.run_id is not None else ""
+        info.ask = asks.get(info.run_id, "") if info.run_id is not None else ""
     return infos
+
+
+def _ask(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= ASK_MAX else flat[: ASK_MAX - 1] + "…"
 
 
 # --- the texts, read back ------------------------------------------------------------------------
