@@ -268,12 +268,19 @@ def _replace(
     the edit's. Also returns the region's lines that were not its old text (pushed aside)."""
     old_who, kept = _old_writers(region, old, elsewhere)
     out: list[Line] = []
+    unmatched: dict[str, list[int | None]] = defaultdict(list)  # old lines the alignment left out
     matcher = SequenceMatcher(None, [o if o is not None else object() for o in old], new, autojunk=False)
-    for tag, i1, _i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             out += [(new[j1 + k], old_who[i1 + k]) for k in range(j2 - j1)]
-        else:
-            out += [(new[j], key) for j in range(j1, j2)]
+            continue
+        for i in range(i1, i2):
+            text = old[i]
+            if text is not None and _distinctive(text):
+                unmatched[text].append(old_who[i])
+        out += [(new[j], key) for j in range(j1, j2)]
+    # a distinctive line the edit kept as it was but moved within its text keeps its writer
+    out = [(text, unmatched[text].pop(0)) if who == key and unmatched.get(text) else (text, who) for text, who in out]
     return out, [line for i, line in enumerate(region) if not kept[i]]
 
 
@@ -310,7 +317,7 @@ def _edit_lines(model: list[Line], old: list[str], new: list[str], event: Event,
     text moved away or are gone (kept aside in `pool`, should they show up again)."""
     at = _find_lines(model, old, event.line)
     if at is None:
-        return _place_unknown(model, old, new, event)
+        return _place_unknown(model, old, new, event, pool)
     begin, end = at
     outside: dict[str, list[int]] = defaultdict(list)
     for i, (text, _who) in enumerate(model):
@@ -367,10 +374,15 @@ def _clusters(blocks: list[tuple[int, int, int]], span: int) -> list[list[tuple[
     return groups
 
 
-def _place_unknown(model: list[Line], old: list[str], new: list[str], event: Event) -> list[Line]:
-    """An edit of lines the archive never saw: its new lines where the tool said (else at the end),
-    between gaps; its lines equal to old ones are not its own."""
-    lines = _replace([], list(old), new, event.key)[0]
+def _place_unknown(model: list[Line], old: list[str], new: list[str], event: Event, pool: Pool) -> list[Line]:
+    """An edit of lines the model does not have: its new lines where the tool said (else at the end),
+    between gaps; its lines equal to old ones are not its own (the writer of one an earlier edit
+    pushed aside comes back with it)."""
+
+    def aside(text: str) -> tuple[bool, int | None]:
+        return (True, pool[text].pop(0)) if pool.get(text) else (False, None)
+
+    lines = _replace([], list(old), new, event.key, aside)[0]
     gap: Line = (None, None)
     if event.line is not None and 0 < event.line <= len(model):
         at = event.line - 1
