@@ -280,7 +280,9 @@ def _replace(
                 unmatched[text].append(old_who[i])
         out += [(new[j], key) for j in range(j1, j2)]
     # a distinctive line the edit kept as it was but moved within its text keeps its writer
-    out = [(text, unmatched[text].pop(0)) if who == key and unmatched.get(text) else (text, who) for text, who in out]
+    for k, (text, who) in enumerate(out):
+        if who == key and text is not None and unmatched.get(text):
+            out[k] = (text, unmatched[text].pop(0))
     return out, [line for i, line in enumerate(region) if not kept[i]]
 
 
