@@ -228,6 +228,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     path = work / "repo" / "src" / "big.py"
     built: list[dict[str, Any]] = []
+    if args.reuse and args.json is not None and args.json.exists():  # the build's figures, read back
+        built = json.loads(args.json.read_text(encoding="utf-8")).get("built", [])
     if not args.reuse:
         rng = random.Random(args.seed)
         target = work / "target"
