@@ -219,18 +219,21 @@ def _occurrences(text: str, old: str) -> list[Spot]:
     of thousands of lines hundreds of times, and a Python loop over its lines at each edit was most
     of a blame's time (bench/blame_bench.py)."""
     found: list[Spot] = []
+    line, counted = 0, 0  # newlines before `counted`: each occurrence counts on from the last
     at = text.find(old)
     while at >= 0:
         end = at + len(old)
-        found.append((*_position(text, at), *_position(text, end), at, end))
+        first = line + text.count("\n", counted, at)
+        last = first + text.count("\n", at, end)
+        found.append((first, _column(text, at), last, _column(text, end), at, end))
+        line, counted = last, end
         at = text.find(old, max(end, at + 1))
     return found
 
 
-def _position(text: str, offset: int) -> tuple[int, int]:
-    """(line, column) of a character offset of the model's text (the end of the text: one past its
-    last line, column 0)."""
-    return text.count("\n", 0, offset), offset - (text.rfind("\n", 0, offset) + 1)
+def _column(text: str, offset: int) -> int:
+    """The column of a character offset of the model's text (the end of the text: column 0)."""
+    return offset - (text.rfind("\n", 0, offset) + 1)
 
 
 def _nearest(found: list[Spot], hint: int | None) -> Spot:
