@@ -217,3 +217,19 @@ def test_resume_prints_the_agents_own_command_while_its_file_is_there(
     code, _out, err = invoke("resume", pi_sid)
     assert code == 1 and "session file is gone" in err
     assert json.loads(invoke("resume", pi_sid, "--json")[1])["available"] is False
+
+
+def test_forgetting_a_session_or_a_run_deletes_its_edits_and_what_pi_saw(
+    archive: Any, world: World, tmp_path: Path
+) -> None:
+    archive.import_paths([pi_session(world, tmp_path)])
+    sid = archive.sessions()[0].id
+    for seen in observations(world):
+        archive.observe_edit(sid, **seen)
+    archive.forget("r2")
+    assert [r.run for r in archive.file_history(str(world.root / "app/config.py")).runs] == ["r1", "r3", "r4"]
+    assert archive.store.scalar("SELECT count(*) FROM edit WHERE call_id = 'call_2_0'") == 0
+    assert archive.store.scalar("SELECT count(*) FROM edit_observed WHERE call_id = 'call_2_0'") == 0
+    archive.forget(sid)
+    assert archive.store.scalar("SELECT count(*) FROM edit") == 0
+    assert archive.store.scalar("SELECT count(*) FROM edit_observed") == 0
