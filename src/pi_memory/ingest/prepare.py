@@ -77,7 +77,7 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
     times = [e.ts for e in parsed.entries if e.ts]
     span = [min(times), max(times)] if times else []
     edits = _plan_edits(parsed) if plan else None
-    return PreparedFile(parsed.header, parsed.name, parsed.skipped, span, messages, kept, runs, edits)
+    return PreparedFile(parsed.header, parsed.name, parsed.skipped, span, messages, kept, runs, edits=edits)
 
 
 def _plan_edits(parsed: ParsedSession) -> list[tuple[Any, ...]]:

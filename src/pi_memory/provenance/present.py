@@ -71,9 +71,10 @@ def _change(e: EditInfo) -> str:
 
 
 def format_files(c: ChangedFiles) -> str:
+    target = c.target if c.target.startswith("r") and c.target[1:].isdigit() else f"session {short_id(c.target)}"
     if not c.files:
-        return f"{c.target}: no file changes archived (edits and writes of its tool calls)"
-    out = [f"{c.target}: {plural(len(c.files), 'file')} changed"]
+        return f"{target}: no file changes archived (edits and writes of its tool calls)"
+    out = [f"{target}: {plural(len(c.files), 'file')} changed"]
     for f in c.files:
         out.append(f"{f.path}  {plural(len(f.edits), 'change')}, {f.added} lines written, {f.removed} replaced")
         out += ["  " + _change(e) for e in f.edits]
