@@ -17,6 +17,7 @@ from ..provenance import query, record
 from ..provenance.query import Blame, ChangedFiles, History
 from ..provenance.resume import Resume, resume
 from ..runs.table import get_run
+from ..storage.pg.sql import PermissionDenied
 from ..storage.store import Store
 
 __all__ = ["Blame", "ChangedFiles", "History", "ProvenanceMethods", "Resume"]
@@ -40,9 +41,13 @@ class ProvenanceMethods:
         def resolve_session(self, ref: str) -> str: ...
 
     def edits_ready(self) -> None:
-        """Read the edits of the messages archived before the `edit` table, once."""
+        """Read the edits of the messages archived before the `edit` table, once (a role that may
+        only read a team archive answers from the rows there are: a writer's blame fills them)."""
         if not record.backfilled(self.store):
-            record.backfill(self.store, self.edits_progress)
+            try:
+                record.backfill(self.store, self.edits_progress)
+            except PermissionDenied:
+                pass
 
     def rebuild_edits(self) -> int:
         """Read every archived message's edits again (idempotent); returns the rows that were missing."""
