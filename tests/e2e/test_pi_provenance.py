@@ -258,8 +258,17 @@ def test_blame_gives_every_line_pi_wrote_its_run_and_no_hand_written_line_to_a_s
     history = w.cli("history", "app/config.py")
     assert history.count("run three") == 1 and loader[:10] in history
 
-    # the model asked session_blame itself: the same answer, under the evidence header
+    # from outside: an import of pi's files adds nothing live capture missed; export and resume
+    imported = json.loads(w.cli("import", str(w.agent_dir / "sessions"), "--json"))
+    assert imported["added"] == 0 and not imported["errors"]
     session_file = sorted((w.agent_dir / "sessions").rglob("*.jsonl"))[-1]
+    sid = json.loads(session_file.read_text(encoding="utf-8").splitlines()[0])["id"]
+    markdown = w.cli("export", sid)
+    assert "[archived history: evidence" in markdown and "→ write" in markdown and "JITTER = 0.1" in markdown
+    assert "\\n" not in markdown  # tool call arguments as they were, not JSON-escaped
+    assert w.cli("resume", sid).strip() == f"cd {w.repo} && pi --session {session_file}"
+
+    # the model asked session_blame itself: the same answer, under the evidence header
     results = [json.loads(x) for x in session_file.read_text(encoding="utf-8").splitlines()]
     answer = next(
         "".join(b.get("text", "") for b in e["message"]["content"])
