@@ -67,7 +67,7 @@ def pages(found: dict[str, str], archive: Path) -> list[tuple[str, str, str]]:
         hit = a.search("zcat", limit=1)[0]
         run = a.changed_files(found["repo_session"]).files[0].edits[-1].run
     return [
-        ("overview", "/", "Messages per agent"),
+        ("overview", "/", "Sessions per agent"),
         ("search-en", "/search?q=README+lines", "of this page"),
         ("search-zh", "/search?q=响应式+购物车", "响应式"),
         ("search-runs", "/search?q=SSE+断流&track=runs", "runs"),

@@ -413,6 +413,16 @@ class Archive(MemoryMethods, SessionMethods, ProvenanceMethods):
         with self.store.read():
             return timeline(self.store, project or None, agent or None, day or None)
 
+    def day_runs(self, day: str, project: str | None = None, agent: str | None = None) -> list[RunInfo]:
+        """The runs started on a UTC day (`YYYY-MM-DD`), oldest first (for one project, one agent)."""
+        from .timeline import day_runs, parse_day
+
+        start = parse_day(day)
+        if start is None:
+            raise BadInput("give the day as YYYY-MM-DD")
+        with self.store.read():
+            return day_runs(self.store, start, project or None, agent or None)
+
     def is_address(self, value: str) -> bool:
         return is_address(value)
 

@@ -2,10 +2,11 @@
 
 Design idea: an overview must cost the same at 10k and at 1M messages, so it never
 counts the message table. The activity figures are read from the runs (one row per
-user turn, with its message count, indexed by start time): per day within a window of the
+user turn, with its message count, indexed by start time) within a window of the
 last `days` days of the archive's own activity (ending at its newest message, not
-at today, so an archive of last year's work still shows a picture), per project and
-per agent over all time (Claude Code work older than the window still counts). The totals
+at today, so an archive of last year's work still shows a picture); and sessions per agent
+over all time, from the session table alone (Claude Code work older than the window still
+shows: counting its messages would read every run, seconds at 1M messages). The totals
 count index entries, never table rows: `Archive.stats` counts messages per role,
 which reads every message row (1.4 s at 300k messages, where the count of the
 order index takes 60 ms), so the overview leaves the roles to `pi-memory stats`.
@@ -34,8 +35,9 @@ class Overview:
     days: int
     window_end: int  # unix ms: the newest activity (or now, for an empty archive)
     per_day: list[tuple[int, int]]  # (day start, unix ms; messages of runs started that day), every day of the window
-    per_project: list[tuple[str, int]]  # (project, messages over all time), most first
-    per_agent: list[tuple[str, int]]  # (agent, messages over all time): an agent idle lately still shows
+    per_project: list[tuple[str, int]]  # (project, messages in the window), most first
+    per_agent: list[tuple[str, int]]
+    sessions_per_agent: list[tuple[str, int]] = field(default_factory=list)  # (agent, sessions), all time
     last_imports: list[dict[str, Any]] = field(default_factory=list)  # path, session_id, size, imported_at
 
     def to_dict(self) -> dict[str, Any]:
@@ -78,10 +80,13 @@ def overview(store: Store, stats: Stats, days: int = OVERVIEW_DAYS, now_ms: int 
         (DAY_MS, since),
     )
     groups: dict[str, list[tuple[Any, ...]]] = {}
-    for column in ("project", "agent"):  # over all time: work older than the window still shows
+    for column in ("project", "agent"):
         groups[column] = store.rows(
-            f"SELECT s.{column}, sum(r.n_msgs) FROM run r JOIN session s ON s.id = r.session_id GROUP BY s.{column}"
+            f"""SELECT s.{column}, sum(r.n_msgs) FROM run r JOIN session s ON s.id = r.session_id
+                WHERE r.start_ts >= ? GROUP BY s.{column}""",
+            (since,),
         )
+    agents = store.rows("SELECT agent, count(*) FROM session GROUP BY agent")
     imports = store.rows(
         "SELECT path, session_id, size, imported_at FROM source_file ORDER BY imported_at DESC LIMIT ?",
         (LAST_IMPORTS,),
@@ -93,6 +98,7 @@ def overview(store: Store, stats: Stats, days: int = OVERVIEW_DAYS, now_ms: int 
         per_day=day_series({int(d): int(n) for d, n in per_day}, first_day, days),
         per_project=top_groups([(str(p), int(n)) for p, n in groups["project"]]),
         per_agent=top_groups([(str(a), int(n)) for a, n in groups["agent"]]),
+        sessions_per_agent=top_groups([(str(a), int(n)) for a, n in agents]),
         last_imports=[
             {"path": str(p), "session_id": sid, "size": int(size), "imported_at": int(at)}
             for p, sid, size, at in imports

@@ -11,6 +11,7 @@ with the right status, never a traceback.
 
 from __future__ import annotations
 
+import copy
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -75,6 +76,7 @@ class Viewer:
         self.settings = settings
         self.env = templates()
         self._overviews: dict[int, tuple[int, Overview]] = {}
+        self._timelines: dict[tuple[str, str], tuple[float, Any]] = {}
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.update(request=request, settings=self.settings, team=self.archive.is_team, nav=name.split(".")[0])
@@ -105,7 +107,7 @@ class Viewer:
             ttl=OVERVIEW_TTL_S,
             day_plot=views.day_plot(ov.per_day),
             project_plot=views.group_plot(ov.per_project),
-            agent_plot=views.group_plot(ov.per_agent),
+            agent_plot=views.group_plot(ov.sessions_per_agent),
         )
 
     async def search(self, request: Request) -> Response:
@@ -185,11 +187,23 @@ class Viewer:
 
     async def timeline(self, request: Request) -> Response:
         q = request.query_params
-        agent = (q.get("agent") or "").strip()
+        agent, project, day = (q.get("agent") or "").strip(), (q.get("project") or "").strip(), q.get("day")
         if agent:
             views.parse_search({"agent": agent})  # one vocabulary, one message for a bad one
-        t = self.archive.timeline(project=(q.get("project") or "").strip(), agent=agent, day=q.get("day"))
+        t = copy.copy(self.timeline_figures(project, agent))
+        if day:
+            t.runs = self.archive.day_runs(day, project=project, agent=agent)
+            t.day = views.day_start(day)
         return self.render(request, "timeline.html", t=t, plot=views.timeline_plot(t.days, t.agents))
+
+    def timeline_figures(self, project: str, agent: str) -> Any:
+        """The timeline of a filter, computed at most once per `OVERVIEW_TTL_S` (it reads every run)."""
+        now = time.time()
+        cached = self._timelines.get((project, agent))
+        if cached is None or now - cached[0] > OVERVIEW_TTL_S:
+            cached = (now, self.archive.timeline(project=project, agent=agent))
+            self._timelines[(project, agent)] = cached
+        return cached[1]
 
     async def file(self, request: Request) -> Response:
         """A file an archived session changed, each line with the run that wrote it."""
@@ -350,6 +364,7 @@ def create_app(archive: Archive, settings: Settings | None = None, warm: bool = 
     viewer = Viewer(archive, settings)
     if warm:
         viewer.overview_figures(OVERVIEW_DAYS)
+        viewer.timeline_figures("", "")
         archive.preload_search()
     routes = [
         Route("/", viewer.overview),

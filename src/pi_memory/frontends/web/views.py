@@ -380,6 +380,14 @@ def timeline_plot(days: list[tuple[int, dict[str, int]]], agents: list[str], hei
     return TimelinePlot(bars, int(step * max(1, len(days))) + 1, height, peak, step, labels)
 
 
+def day_start(day: str) -> int:
+    """`YYYY-MM-DD` -> the UTC day's start, unix ms (checked: one clear `BadInput`)."""
+    try:
+        return int(datetime.strptime(day.strip(), "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp() * 1000)
+    except ValueError:
+        raise BadInput(f"bad day {day!r}: use YYYY-MM-DD") from None
+
+
 # --- the file view -----------------------------------------------------------------------------
 
 
