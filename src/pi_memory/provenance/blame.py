@@ -19,8 +19,10 @@ is not known is a gap. Each edit is replayed on the model in time order:
 Then the model is lined up with the file as it is now: equal lines keep their writer, every other
 line is nobody's. A line that moved (a later edit or commit reordered blocks) is not in the
 common subsequence: one whose text is distinctive and unchanged still finds its writer among the
-model's unmatched lines. The result is conservative by construction: a line is attributed only
-where its text is one an edit wrote and the replay put it there (or it moved whole).
+model's unmatched lines, or among the lines an edit placed by its lines pushed aside (the region
+it covered held them, its old text did not: they had moved). Every line-up and every edit treats
+moved lines so. The result is conservative by construction: a line is attributed only where its
+text is one an edit wrote and the replay put it there (or it moved whole).
 """
 
 from __future__ import annotations
@@ -145,11 +147,6 @@ def _line_up(model: list[Line], new: list[str], keep_new: int | None, pool: Pool
     the others get `keep_new` (the write that wrote them, or None for a snapshot of what was there)."""
     who = _writers(model, new, keep_new, pool)
     return list(zip(new, who, strict=True))
-
-
-def settle(model: list[Line], current: Sequence[str]) -> list[int | None]:
-    """The model lined up with the file now: who wrote each of its lines, or None."""
-    return _writers(model, list(current), None)
 
 
 def _writers(model: list[Line], new: list[str], default: int | None, pool: Pool | None = None) -> list[int | None]:
