@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pi_memory import Archive
 from pi_memory.core.text import QueryToken, surface_chars, surface_tokens
+from pi_memory.storage.pg.schema import MIGRATIONS as PG_MIGRATIONS
+from pi_memory.storage.schema import MIGRATIONS
 from test_search_ranking import _fill
 
 OLD = "人之構造，與天地相參。"
@@ -18,23 +20,35 @@ def test_a_text_in_traditional_script_has_each_folded_character_once_as_typed():
 
 
 def _as_before_the_upgrade(archive: Archive, target: str) -> None:
-    """The archive as an older pi-memory left it: no characters as typed, the migration not run."""
+    """The archive as an older pi-memory left it: no characters as typed."""
     store = archive.store
     with store.write():
         if target.startswith("postgresql"):
             store.conn.execute(
                 "UPDATE msg SET tokens = ts_delete(tokens, ARRAY(SELECT lexeme FROM unnest(tokens) WHERE lexeme LIKE 't:%'))"
             )
-            store.conn.execute("DELETE FROM schema_version WHERE name = 'm005_surface_chars'")
         else:
             store.conn.execute("DROP TABLE msg_typed")
-            store.conn.execute("PRAGMA user_version = 6")
+
+
+def _upgrade(archive: Archive, target: str) -> None:
+    """The migration that adds them, as `migrate` runs it (PostgreSQL m005_surface_chars, SQLite m007's
+    SQL and data step)."""
+    store = archive.store
+    if target.startswith("postgresql"):
+        with store.write():
+            store.conn.execute(dict(PG_MIGRATIONS)["m005_surface_chars"].encode())
+    else:
+        with store.write():
+            store.conn.execute(dict(MIGRATIONS)["m007_surface_chars"])
+        store.index_surface_chars()
 
 
 def test_an_archive_written_before_finds_a_character_as_typed_once_upgraded(archive: Archive, archive_target: str):
     ids = _fill(archive, {"old": [OLD], "new": NEWER})
     simplified = [(h.msg_id, h.score) for h in archive.search("构造函数", limit=10)]
     _as_before_the_upgrade(archive, archive_target)
+    _upgrade(archive, archive_target)
     archive.close()
     with Archive.open(archive_target) as upgraded:
         assert upgraded.search("構", limit=10)[0].msg_id == ids[OLD]
