@@ -60,6 +60,17 @@ Tables
               estimated tokens (`usage.ledger` adds the folds, compactions and recall results).
 - `review_link` which memory of a workspace addresses which review finding (`pi-memory review
               link`): the finding's key (`sig_` + 8 hex of its signature) and the signature typed.
+- `edit`      one row per file change a session's tool call made and its result confirmed
+              (`provenance/record.py`): the call's message (by its hash, so a file's edits can be
+              written before its messages) and id, which change of the call
+              (`part`), the path (absolute, resolved against the session's cwd), hashes and line
+              counts of the text before and after, the first changed line when the tool said.
+              Derived from the archived lines, which keep the texts: blame reads them back.
+- `edit_observed` what pi's extension saw of a change as it ran: the file's hash before and after
+              the tool, the git commit it was on, and the whole file before the change when it
+              differed from what the archive knew (zlib; at most `record.SNAPSHOT_MAX` bytes).
+- `provenance_state` named flags of the provenance tables (`backfilled`: the edits of the
+              messages archived before m010 were read; mutable).
 """
 
 from __future__ import annotations
@@ -402,6 +413,57 @@ MIGRATIONS.append(
         BEGIN SELECT RAISE(ABORT, 'memory_seal is append-only'); END;
         CREATE TRIGGER IF NOT EXISTS memory_seal_no_delete BEFORE DELETE ON memory_seal
         BEGIN SELECT RAISE(ABORT, 'memory_seal is append-only'); END;
+        """,
+    )
+)
+
+MIGRATIONS.append(
+    (
+        "m014_edits",
+        # edits as data (see provenance/): one row per change a tool call made, read off the archived
+        # lines; what pi saw live beside it; an archive that holds messages already reads theirs
+        # the first time provenance is asked for (`provenance.record.backfill`), not here
+        """
+        CREATE TABLE IF NOT EXISTS edit (
+          id          INTEGER PRIMARY KEY,
+          session_id  TEXT    NOT NULL,
+          call_hash   TEXT    NOT NULL,  -- the assistant message that made the call (msg.hash)
+          result_hash TEXT,              -- its tool result's
+          call_id     TEXT    NOT NULL,
+          part        INTEGER NOT NULL,  -- which change of the call (edits[] index, patch section)
+          tool        TEXT    NOT NULL,
+          kind        TEXT    NOT NULL,  -- write | edit | delete | move
+          path        TEXT    NOT NULL,
+          from_path   TEXT,              -- a move's old path
+          ts          INTEGER NOT NULL,  -- when the tool ran (its result's time)
+          old_hash    TEXT,
+          new_hash    TEXT,
+          old_lines   INTEGER NOT NULL DEFAULT 0,
+          new_lines   INTEGER NOT NULL DEFAULT 0,
+          line        INTEGER,           -- the first changed line, when the tool reported it
+          UNIQUE (session_id, call_id, part)
+        );
+        CREATE INDEX IF NOT EXISTS edit_path ON edit(path, ts);
+        CREATE INDEX IF NOT EXISTS edit_call ON edit(session_id, call_hash);
+
+        CREATE TABLE IF NOT EXISTS edit_observed (
+          session_id  TEXT    NOT NULL,
+          call_id     TEXT    NOT NULL,
+          path        TEXT    NOT NULL,
+          before_hash TEXT,
+          after_hash  TEXT,
+          git_commit  TEXT,
+          observed_at INTEGER NOT NULL,
+          before_text BLOB,
+          PRIMARY KEY (session_id, call_id, path)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS edit_observed_path ON edit_observed(path, observed_at);
+
+        CREATE TABLE IF NOT EXISTS provenance_state (
+          name  TEXT PRIMARY KEY,
+          value INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO provenance_state VALUES ('backfilled', NOT EXISTS (SELECT 1 FROM msg));
         """,
     )
 )
