@@ -72,6 +72,8 @@ def pages(archive: Archive) -> list[tuple[str, str]]:
         ("run", f"/read/{run.address}"),
         ("message detail", f"/read/{run.address}/m1"),
         ("message raw", f"/read/{run.address}/m1?raw=1"),
+        ("timeline (kept 30 s; cold: read)", "/timeline"),
+        ("timeline day", f"/timeline?day={time.strftime('%Y-%m-%d', time.gmtime(run.start_ts / 1000))}"),
         ("memory index", "/memory"),
         ("memory workspace", f"/memory?ws={WORKSPACE}"),
         ("not found", "/session/no-such-session-at-all"),

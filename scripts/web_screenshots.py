@@ -1,8 +1,10 @@
 """Screenshots of every page of the web viewer, for the README (docs/screenshots/*.png).
 
 Builds the browser tests' archive (`tests/web_fixture.py`: the pi fixture sessions, a hostile
-message, a sound and a broken memory log), starts `python -m pi_memory serve` on it and photographs
-each page with Debian's headless Chromium through Playwright, as the browser tests do.
+message, a sound and a broken memory log; `tests/provenance_world.py`: a history of edits in a git
+repository and an older Claude Code session), starts `python -m pi_memory serve` on it and
+photographs each page with Debian's headless Chromium through Playwright, as the browser tests do.
+Chinese needs a CJK font on the machine (Debian: fonts-noto-cjk).
 
     python scripts/web_screenshots.py [--out docs/screenshots]
 """
@@ -18,16 +20,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from web_fixture import BROKEN_WS, CHROMIUM, CHROMIUM_ARGS, SOUND_WS, build_archive, running_server  # noqa: E402
+from provenance_world import build_viewer_archive  # noqa: E402
+from web_fixture import BROKEN_WS, CHROMIUM, CHROMIUM_ARGS, SOUND_WS, running_server  # noqa: E402
 
 LONG_OUTPUT_SESSION = "01a2364c-a7f6-75cb-ba8a-42838165f27d"
 
 
-def shots(db: Path) -> list[tuple[str, str, bool]]:
+def shots(db: Path, found: dict[str, str]) -> list[tuple[str, str, bool]]:
     """(file name, path, whole page) of each screenshot."""
     from pi_memory import Archive
 
     with Archive.open(db) as archive:
+        run = archive.changed_files(found["repo_session"]).files[0].edits[-1].run
         hit = archive.search("zcat", limit=1)[0]
         long_read = next(
             a
@@ -44,6 +48,10 @@ def shots(db: Path) -> list[tuple[str, str, bool]]:
         ("sessions.png", "/search?track=sessions", False),
         ("session.png", f"/session/{hit.session_id}?at={hit.msg_id}#m{hit.msg_id}", False),
         ("detail-paged.png", f"/read/{long_read}", False),
+        ("session-markdown.png", f"/session/{found['claude_session']}", False),
+        ("run-files.png", f"/read/{run}", False),
+        ("timeline.png", f"/timeline?day={found['claude_day']}#day", True),
+        ("file-blame.png", f"/file?path={found['file']}", True),
         ("memory.png", f"/memory?ws={SOUND_WS}", True),
         ("memory-broken.png", f"/memory?ws={BROKEN_WS}", False),
     ]
@@ -57,7 +65,7 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="pi-memory-shots-"))
     db = work / "archive.db"
-    build_archive(db)
+    found = build_viewer_archive(db, work)
     args.out.mkdir(parents=True, exist_ok=True)
     with running_server(db, "--write") as url, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
@@ -68,7 +76,7 @@ def main() -> None:
             viewport={"width": 1200, "height": 820},
         )
         page = context.new_page()
-        for name, path, whole in shots(db):
+        for name, path, whole in shots(db, found):
             page.goto(url + path)
             page.wait_for_load_state("networkidle")
             page.screenshot(path=str(args.out / name), full_page=whole)

@@ -19,8 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DEMO = ROOT / "examples" / "sessions"
 # examples that need more than the demo archive: a watcher, a client on stdin, PostgreSQL, pi,
-# or a memory id made on the way
-NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link"} | {
+# a memory id made on the way, or a file on disk an archived session wrote (blame)
+NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link", "blame"} | {
     f"memory {name}" for name in ("show", "forget", "confirm", "pin", "unpin", "import", "repair")
 }
 

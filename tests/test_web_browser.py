@@ -111,7 +111,7 @@ def test_a_script_in_an_archived_message_is_shown_as_text_and_never_runs(
 ) -> None:
     msg = archive_info[1]["hostile_msg"]
     page.goto(f"{server}/session/{HOSTILE_SESSION}?at={msg}#m{msg}")
-    shown = page.locator(f"article#m{msg} pre.body").inner_text()
+    shown = page.locator(f"article#m{msg} .body").inner_text()
     assert "<script>window.__pwned = 1;" in shown and '<img src=x onerror="window.__pwned = 2">' in shown
     type_query(page, server, "zebrafish")
     assert "<script>" in page.locator("#results").inner_text()

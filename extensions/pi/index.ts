@@ -20,6 +20,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { registerCompaction } from "./compact.js";
 import { registerFold } from "./fold.js";
 import { registerMemory } from "./memory.js";
+import { registerProvenance } from "./provenance.js";
 import { READ_FIELDS, SEARCH_FIELDS, recallTool, wantsEntryRead, wantsScopedSearch } from "./recall.js";
 import { registerReview } from "./review.js";
 
@@ -572,4 +573,5 @@ export default function (pi: ExtensionAPI) {
 
   registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
   registerReview(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say });
+  registerProvenance(pi, { call: (m, p, t) => bridge.call(m, p, t), write, drain: (t) => queue.drain(t) });
 }

@@ -37,7 +37,9 @@ from ..storage.store import Store, decode_text, default_db_path, file_id
 from .memory import REVIEW_MIN_COUNT, MemoryMethods
 from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview
+from .provenance import ProvenanceMethods
 from .session import SessionMethods
+from .timeline import Timeline
 from .usage import UsageMethods
 
 __all__ = ["REVIEW_MIN_COUNT", "Archive", "Stats", "Window", "move_aside"]
@@ -57,7 +59,7 @@ def open_team_with(opener: Callable[[str], Archive]) -> None:
     _team_opener = opener
 
 
-class Archive(MemoryMethods, SessionMethods, UsageMethods):
+class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
     """A session archive in one SQLite file."""
 
     def __init__(self, store: Store) -> None:
@@ -467,6 +469,25 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods):
 
         with self.store.read():
             return overview(self.store, totals(self.store), days)
+
+    def timeline(self, project: str | None = None, agent: str | None = None, day: str | None = None) -> Timeline:
+        """Messages per day by agent over all time (one project, one agent, or all), and a day's runs."""
+        from .timeline import timeline
+
+        if agent and agent not in AGENTS:
+            raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
+        with self.store.read():
+            return timeline(self.store, project or None, agent or None, day or None)
+
+    def day_runs(self, day: str, project: str | None = None, agent: str | None = None) -> list[RunInfo]:
+        """The runs started on a UTC day (`YYYY-MM-DD`), oldest first (for one project, one agent)."""
+        from .timeline import day_runs, parse_day
+
+        start = parse_day(day)
+        if start is None:
+            raise BadInput("give the day as YYYY-MM-DD")
+        with self.store.read():
+            return day_runs(self.store, start, project or None, agent or None)
 
     def is_address(self, value: str) -> bool:
         return is_address(value)

@@ -20,6 +20,7 @@ from ..memory.present import (
 from ..memory.present import (
     format_listing as format_memories,
 )
+from ..provenance.present import format_blame, format_files, format_history
 from ..recall import format_recall
 from ..review import format_report as format_review
 from ..runs.catalog import format_listing as format_session_list
@@ -35,6 +36,9 @@ __all__ = [
     "HIT_CLOSE",
     "HIT_OPEN",
     "chain_warning",
+    "format_blame",
+    "format_files",
+    "format_history",
     "format_detail",
     "format_entries",
     "format_ledger",

@@ -9,7 +9,8 @@ message: BM25 puts them first, and the more recall is used, the worse it gets. T
 archive (they are what happened) but are left out of ranking by default:
 
 - message level: an assistant message calling one of the archive's tools (`session_search`,
-  `session_read`, `session_review`, `memory_*`, also as an MCP tool `mcp__<server>__<name>`),
+  `session_read`, `session_review`, `session_blame`, `session_usage`, `memory_*`, also as an MCP
+  tool `mcp__<server>__<name>`),
   and the result of such a call;
 - run level: a run whose tool calls all went to the archive (at least one), a question to the
   archive and its answer: every message of it (the prompt, the calls, the results, the reply).
@@ -35,6 +36,8 @@ ARCHIVE_TOOLS = frozenset(
         "session_search",
         "session_read",
         "session_review",
+        "session_blame",
+        "session_usage",
         "memory_search",
         "memory_read",
         "memory_propose",

@@ -40,6 +40,8 @@ from ..archive.present import EVIDENCE_HEADER, format_read, format_search
 from ..core.outward import no_lone_surrogates
 from ..errors import ArchiveError
 from .tools.memory import MEMORY_TOOL_SPECS, MEMORY_TOOLS
+from .tools.provenance import SPEC as BLAME_SPEC
+from .tools.provenance import session_blame
 from .tools.usage import DESCRIPTION as USAGE_DESCRIPTION
 from .tools.usage import session_usage_text
 
@@ -135,7 +137,7 @@ def session_read_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
                 before=_clamp(before, READ_BEFORE, 0, READ_MAX_SIDE),
                 after=_clamp(after, READ_AFTER, 0, READ_MAX_SIDE),
             )
-            return no_lone_surrogates(format_read(window, evidence=True))
+            return no_lone_surrogates(format_read(window, evidence=True) + resume_note(archive, window.session.id))
 
     return session_read
 
@@ -192,6 +194,12 @@ def session_usage_tool(archive: Archive) -> Callable[..., Awaitable[str]]:
             return session_usage_text(archive, session_id, os.getcwd())
 
     return session_usage
+
+
+def resume_note(archive: Archive, session_id: str) -> str:
+    """The agent's own command that continues the session, when its file is still there."""
+    how = archive.resume(session_id)
+    return f"\nresume: {how.command}" if how.available else ""
 
 
 # --- memory tools (`frontends.tools.memory`) ----------------------------------------
@@ -251,7 +259,8 @@ def memory_tools(archive: Archive) -> list[Tool]:
 
 
 def build_server(archive: Archive) -> MCPServer:
-    server: MCPServer = MCPServer(name="pi-memory", instructions=INSTRUCTIONS, tools=memory_tools(archive))
+    tools = [*memory_tools(archive), memory_tool(archive, "session_blame", session_blame, BLAME_SPEC)]
+    server: MCPServer = MCPServer(name="pi-memory", instructions=INSTRUCTIONS, tools=tools)
     server.add_tool(session_search_tool(archive), name="session_search", description=SEARCH_DESCRIPTION)
     server.add_tool(session_read_tool(archive), name="session_read", description=READ_DESCRIPTION)
     server.add_tool(session_review_tool(archive), name="session_review", description=REVIEW_DESCRIPTION)

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, NamedTuple
 
 from ..core.sources.pi import ParsedSession, open_regular, project_of
 from ..core.sources.readers import open_tail, reader_for
+from ..provenance import record as edits
 from ..runs import forget
 from ..storage import codec
 from ..storage.store import BULK_CHECKPOINT_PAGES, NewEntry, NewMessage, SessionRow, Store
@@ -166,6 +167,8 @@ class Importer:
         self.include_forgotten = include_forgotten
         self._pending: list[SessionWrite] = []
         self._pending_messages = 0
+        # the files' edits, written before their messages (see `flush`)
+        self._pending_edits: list[tuple[str, edits.PlannedEdits]] = []
         self.messages_read = 0  # messages in the files read so far (for a progress display)
         self._any_tombstone: bool | None = None
         self._real_folders: dict[Path, str] = {}
@@ -229,6 +232,9 @@ class Importer:
         if unit is None:
             return
         unit.source = source
+        if prepared.edits and not self.keep_lines:
+            # (the team archive's write path reads every new message's edits back after it: no plan)
+            self._pending_edits.append((unit.session_id, prepared.edits))
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)
         self.messages_read += len(prepared.messages)
@@ -266,7 +272,7 @@ class Importer:
         unit = self.plan_session(prepared, path, report)
         if unit is None:
             return
-        unit.source = source
+        unit.source = source  # a chunk plans no edits: the after-write hook reads them back
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)
         self.messages_read += len(prepared.messages)
@@ -326,6 +332,9 @@ class Importer:
     def flush(self, report: ImportReport) -> None:
         if not self._pending:
             return
+        if self._pending_edits:  # first: they wait for their messages by hash (see provenance.record)
+            edits.write_planned(self.store, self._pending_edits)
+            self._pending_edits = []
         added, skipped = self.write_units(self._pending)
         if self._merging:  # the full-text merges FTS5 would have done in bursts, in short steps
             self.store.merge_steps()

@@ -19,6 +19,7 @@ from ..core.sources.pi import Entry, Header, ParsedSession, Skipped
 from ..core.sources.readers import read_session_file
 from ..core.summary import RunMessage
 from ..core.text import index_texts, surface_text
+from ..provenance.extract import plan_file
 from ..runs.planned import PlannedRun, plan_file_runs
 from ..runs.table import message_of, source_message
 from ..storage import codec
@@ -48,6 +49,7 @@ class PreparedFile(NamedTuple):
     kept: list[KeptLine]  # its other lines, in file order
     runs: list[PlannedRun] | None  # the session's runs by message position (None: not planned)
     usage: list[UsageRow] = []  # the model requests its lines record, priced (`storage.usage.row_of`)
+    edits: list[tuple[Any, ...]] | None = None  # its file changes, by message hash (`provenance.extract.plan_file`)
 
 
 def parse_and_tokenize(path: str, agent: str | None, text_dict: int = 0, keep_lines: bool = False) -> PreparedFile:
@@ -78,16 +80,30 @@ def prepare(parsed: ParsedSession, text_dict: int = 0, keep_lines: bool = False,
         run.fields = codec.encode_text(str(run.fields), text_dict, codec.FIELDS_LEVEL)
     times = [e.ts for e in parsed.entries if e.ts]
     session_id = parsed.header.session_id if parsed.header else ""
+    span = [min(times), max(times)] if times else []
+    edits = _plan_edits(parsed) if plan else None
     return PreparedFile(
         parsed.header,
         parsed.name,
         parsed.skipped,
-        [min(times), max(times)] if times else [],
+        span,
         messages,
         kept,
         runs,
         rows_of(session_id, parsed.entries),
+        edits=edits,
     )
+
+
+def _plan_edits(parsed: ParsedSession) -> list[tuple[Any, ...]]:
+    """The file changes the session's tool calls made, named by their messages' hashes."""
+    cwd = parsed.header.cwd if parsed.header is not None else ""
+    found = (
+        (e.rendered.hash, e.rendered.role, e.rendered.meta, e.rendered.text, message_ts(e), e.data)
+        for e in parsed.messages
+        if e.rendered is not None
+    )
+    return plan_file(found, cwd)
 
 
 def _message_line(

@@ -133,6 +133,17 @@ def delete_messages(store: Store, session_id: str, msg_ids: list[int]) -> None:
             SELECT session_id, hash, ? FROM msg WHERE {store.sql_in_list("id")} ON CONFLICT DO NOTHING""",
         (now, ids),
     )
+    # the edits these messages made, and what pi saw of them (the files as they were): gone with them
+    store.execute(
+        f"""DELETE FROM edit_observed WHERE session_id = ? AND call_id IN (SELECT call_id FROM edit
+              WHERE session_id = ? AND call_hash IN (SELECT hash FROM msg WHERE {store.sql_in_list("id")}))""",
+        (session_id, session_id, ids),
+    )
+    store.execute(
+        f"""DELETE FROM edit WHERE session_id = ? AND (call_hash IN (SELECT hash FROM msg WHERE {store.sql_in_list("id")})
+              OR result_hash IN (SELECT hash FROM msg WHERE {store.sql_in_list("id")}))""",
+        (session_id, ids, ids),
+    )
     for table, column in (("entry", "msg_id"), ("run_msg", "msg_id"), ("run_file", "msg_id"), ("msg", "id")):
         store.execute(f"DELETE FROM {table} WHERE {store.sql_in_list(column)}", (ids,))
 
@@ -141,6 +152,8 @@ def _delete_session(store: Store, session_id: str) -> None:
     for (run_id,) in store.rows("SELECT id FROM run WHERE session_id=?", (session_id,)):
         runs.delete_run_rows(store, int(run_id))
     store.execute("DELETE FROM entry WHERE session_id=?", (session_id,))
+    store.execute("DELETE FROM edit WHERE session_id=?", (session_id,))
+    store.execute("DELETE FROM edit_observed WHERE session_id=?", (session_id,))
     store.execute("DELETE FROM source_file WHERE session_id=?", (session_id,))
     store.execute("DELETE FROM session WHERE id=?", (session_id,))
     store.execute(

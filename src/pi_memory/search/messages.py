@@ -82,6 +82,7 @@ AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archiv
 # MCP, web) meets the same newest documents again for every query holding a common word, and decoding
 # a packed text (`decode_text`, ~10-20 us) and lower-casing it (~10 us) would be paid each time
 TEXT_CACHE = 500
+SCORE_DIGITS = 9  # a score's decimals that order hits; below that, ties go to recency
 
 
 @dataclass
@@ -356,7 +357,9 @@ class Searcher:
         scored = [(result, row) for result, row in zip(results, rows, strict=True) if result.score > 0]
         if any(r.meaningful for r, _ in scored):
             scored = [(r, row) for r, row in scored if r.meaningful]
-        return [(r.score, row) for r, row in scored]
+        # rounded: the same text can score a last-bit different (BLAS sums rows by their alignment in
+        # memory), and that must not order two equal hits differently from one search to the next
+        return [(round(r.score, SCORE_DIGITS), row) for r, row in scored]
 
     def current_run_ids(self, session_id: str) -> tuple[int, ...]:
         """The messages of the session's run under way: from its newest user message on."""

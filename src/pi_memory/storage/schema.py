@@ -60,6 +60,17 @@ Tables
               estimated tokens (`usage.ledger` adds the folds, compactions and recall results).
 - `review_link` which memory of a workspace addresses which review finding (`pi-memory review
               link`): the finding's key (`sig_` + 8 hex of its signature) and the signature typed.
+- `edit`      one row per file change a session's tool call made and its result confirmed
+              (`provenance/record.py`): the call's message (by its hash, so a file's edits can be
+              written before its messages) and id, which change of the call
+              (`part`), the path (absolute, resolved against the session's cwd), hashes and line
+              counts of the text before and after, the first changed line when the tool said.
+              Derived from the archived lines, which keep the texts: blame reads them back.
+- `edit_observed` what pi's extension saw of a change as it ran: the file's hash before and after
+              the tool, the git commit it was on, and the whole file before the change when it
+              differed from what the archive knew (zlib; at most `record.SNAPSHOT_MAX` bytes).
+- `provenance_state` named flags of the provenance tables (`backfilled`: the edits of the
+              messages archived before m010 were read; mutable).
 """
 
 from __future__ import annotations
@@ -406,12 +417,63 @@ MIGRATIONS.append(
     )
 )
 
+MIGRATIONS.append(
+    (
+        "m014_edits",
+        # edits as data (see provenance/): one row per change a tool call made, read off the archived
+        # lines; what pi saw live beside it; an archive that holds messages already reads theirs
+        # the first time provenance is asked for (`provenance.record.backfill`), not here
+        """
+        CREATE TABLE IF NOT EXISTS edit (
+          id          INTEGER PRIMARY KEY,
+          session_id  TEXT    NOT NULL,
+          call_hash   TEXT    NOT NULL,  -- the assistant message that made the call (msg.hash)
+          result_hash TEXT,              -- its tool result's
+          call_id     TEXT    NOT NULL,
+          part        INTEGER NOT NULL,  -- which change of the call (edits[] index, patch section)
+          tool        TEXT    NOT NULL,
+          kind        TEXT    NOT NULL,  -- write | edit | delete | move
+          path        TEXT    NOT NULL,
+          from_path   TEXT,              -- a move's old path
+          ts          INTEGER NOT NULL,  -- when the tool ran (its result's time)
+          old_hash    TEXT,
+          new_hash    TEXT,
+          old_lines   INTEGER NOT NULL DEFAULT 0,
+          new_lines   INTEGER NOT NULL DEFAULT 0,
+          line        INTEGER,           -- the first changed line, when the tool reported it
+          UNIQUE (session_id, call_id, part)
+        );
+        CREATE INDEX IF NOT EXISTS edit_path ON edit(path, ts);
+        CREATE INDEX IF NOT EXISTS edit_call ON edit(session_id, call_hash);
+
+        CREATE TABLE IF NOT EXISTS edit_observed (
+          session_id  TEXT    NOT NULL,
+          call_id     TEXT    NOT NULL,
+          path        TEXT    NOT NULL,
+          before_hash TEXT,
+          after_hash  TEXT,
+          git_commit  TEXT,
+          observed_at INTEGER NOT NULL,
+          before_text BLOB,
+          PRIMARY KEY (session_id, call_id, path)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS edit_observed_path ON edit_observed(path, observed_at);
+
+        CREATE TABLE IF NOT EXISTS provenance_state (
+          name  TEXT PRIMARY KEY,
+          value INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT OR IGNORE INTO provenance_state VALUES ('backfilled', NOT EXISTS (SELECT 1 FROM msg));
+        """,
+    )
+)
+
 # Migrations with a data step: `Store.migrate` runs their SQL, then the named `Store` method in
 # short transactions (a live writer never waits long), then the version bump. Both the SQL and
 # the step are idempotent, so an interrupted upgrade simply runs them again.
 MIGRATIONS.append(
     (
-        "m014_typed_targets",
+        "m015_typed_targets",
         # the data step: `msg_typed` of the messages written in a script that folds to another
         # gains the characters they hold that others fold to (`text.typed_targets`), so a character
         # typed in the folded script finds the one such text that holds it as typed
@@ -423,7 +485,7 @@ DATA_STEPS: dict[str, str] = {
     "m007_surface_chars": "index_surface_chars",
     "m011_echo_marks": "mark_archived_echoes",
     "m012_usage": "backfill_usage",
-    "m014_typed_targets": "index_typed_targets",
+    "m015_typed_targets": "index_typed_targets",
 }
 
 SCHEMA_VERSION = len(MIGRATIONS)

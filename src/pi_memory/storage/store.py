@@ -430,7 +430,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
                     self.index_typed(msg_id, text)
 
     def index_typed_targets(self) -> None:
-        """m014's data step: `msg_typed` written again for the messages that have an entry there (idempotent)."""
+        """m015's data step: `msg_typed` written again for the messages that have an entry there (idempotent)."""
         last = 0
         while rows := self.rows(
             """SELECT m.id, m.text, m.echo FROM msg_typed_docsize d JOIN msg m ON m.id = d.id

@@ -34,6 +34,7 @@ from ...errors import ArchiveError, BadInput, NotFound
 from . import compact as _compact_methods  # noqa: F401  (registers the compact_* methods)
 from . import fold as _fold_methods  # noqa: F401  (registers the fold_* methods)
 from . import methods as _archive_methods  # noqa: F401  (registers hello, capture, search, read...)
+from . import provenance as _provenance_methods  # noqa: F401  (registers edit_observed, session_blame, resume)
 from .protocol import METHODS, BadParams
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
@@ -178,7 +179,7 @@ def encode(response: dict[str, Any]) -> bytes:
 
 
 # Requests that only add messages: their after-write hooks (runs) wait for an idle moment.
-LIVE_WRITES = frozenset({"session_start", "capture", "capture_entry", "backfill", "set_name"})
+LIVE_WRITES = frozenset({"session_start", "capture", "capture_entry", "backfill", "set_name", "edit_observed"})
 
 
 def _when_idle(archive: Archive) -> None:

@@ -246,14 +246,24 @@ def read(
             return archive.read_address(session, offset=offset, raw=raw, thinking=thinking)
         return archive.read(session, around=around, before=before, after=after)
 
+    resume = ""
+
+    def read_and_resume(archive: Archive) -> Any:
+        nonlocal resume
+        found = read_one(archive)
+        if not isinstance(found, MessageDetail | RunWindow) and not as_json:
+            how = archive.resume(found.session.id)  # how to continue it, while its agent still can
+            resume = f"\nresume: {how.command}" if how.available else ""
+        return found
+
     def text(found: Any) -> str:
         if isinstance(found, MessageDetail):
             return format_detail(found)
         if isinstance(found, RunWindow):
             return format_run_window(found)
-        return format_read(found, short_ids=True)
+        return format_read(found, short_ids=True) + resume
 
-    answer(ctx, read_one, as_json, text)
+    answer(ctx, read_and_resume, as_json, text)
 
 
 @cli.command()

@@ -11,6 +11,8 @@ with the right status, never a traceback.
 
 from __future__ import annotations
 
+import copy
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -29,6 +32,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ...archive import OVERVIEW_DAYS, PAGE_BYTES, REVIEW_MIN_COUNT, Archive, MessageDetail, Overview
+from ...core.markdown import render_markdown
 from ...errors import ArchiveError, BadInput, NotFound
 from . import security, views
 
@@ -57,6 +61,10 @@ def templates() -> Environment:
     )
     env.globals.update(when=views.when, size=views.size, highlight=views.highlight, fold_title=views.fold_title)
     env.globals.update(is_tool_message=views.is_tool_message, strip_hit_marks=views.strip_hit_marks)
+    env.globals.update(short=views.short_id, readable_tool_text=views.readable_tool_text)
+    # Markdown of archived text: the renderer escapes every HTML tag in it (core.markdown), so its
+    # output is the one value marked safe
+    env.filters["markdown"] = lambda text: Markup(render_markdown(str(text)))
     return env
 
 
@@ -68,6 +76,7 @@ class Viewer:
         self.settings = settings
         self.env = templates()
         self._overviews: dict[int, tuple[int, Overview]] = {}
+        self._timelines: dict[tuple[str, str], tuple[float, Any]] = {}
 
     def render(self, request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.update(request=request, settings=self.settings, team=self.archive.is_team, nav=name.split(".")[0])
@@ -98,23 +107,28 @@ class Viewer:
             ttl=OVERVIEW_TTL_S,
             day_plot=views.day_plot(ov.per_day),
             project_plot=views.group_plot(ov.per_project),
-            agent_plot=views.group_plot(ov.per_agent),
+            agent_plot=views.group_plot(ov.sessions_per_agent),
         )
 
     async def search(self, request: Request) -> Response:
         params = views.parse_search(request.query_params)
-        results = self.run_search(params)
+        shown = views.result_page(self.run_search(params), params)
+        groups = views.group_by_session(shown.items) if params.track == "messages" else []
+        addresses = self.archive.run_addresses(h.msg_id for h in shown.items) if groups else {}
         name = "_results.html" if request.query_params.get("partial") else "search.html"
-        return self.render(request, name, p=params, results=results)
+        return self.render(
+            request, name, p=params, results=shown.items, shown=shown, groups=groups, addresses=addresses
+        )
 
     def run_search(self, p: views.SearchParams) -> list[Any]:
-        a = self.archive
+        """Up to `SEARCH_FETCH` results, best first: the page shown is cut from them."""
+        a, fetch = self.archive, views.SEARCH_FETCH
         if p.track == "sessions":
             if not p.q:
-                return list(a.sessions(agent=p.agent or None, project=p.project or None, limit=p.limit))
+                return list(a.sessions(agent=p.agent or None, project=p.project or None, limit=fetch))
             return list(
                 a.search_sessions(
-                    p.q, limit=p.limit, project=p.project or None, since=p.since or None, include_echoes=bool(p.echoes)
+                    p.q, limit=fetch, project=p.project or None, since=p.since or None, include_echoes=bool(p.echoes)
                 )
             )
         if not p.q:
@@ -123,7 +137,7 @@ class Viewer:
         kinds = (p.kind,) if p.kind else ()
         found = a.search(
             p.q,
-            p.limit,
+            fetch,
             project=p.project,
             since=p.since or None,
             path=p.path,
@@ -144,7 +158,14 @@ class Viewer:
         runs = {r.id: r for r in self.archive.runs(session=sid, limit=RUNS_PER_SESSION) if r.id in run_ids}
         pages = {m.msg_id: views.first_page(m.text, PAGE_BYTES) for m in msgs}
         return self.render(
-            request, "session.html", w=window, addresses=addresses, runs=runs, pages=pages, page_bytes=PAGE_BYTES
+            request,
+            "session.html",
+            w=window,
+            addresses=addresses,
+            runs=runs,
+            pages=pages,
+            page_bytes=PAGE_BYTES,
+            resume=self.archive.resume(sid),
         )
 
     def session_window(self, sid: str, query: Any) -> Any:
@@ -166,7 +187,48 @@ class Viewer:
         found = self.archive.read_address(address, offset=offset, raw=raw)
         if isinstance(found, MessageDetail):
             return self.render(request, "detail.html", d=found, address=address)
-        return self.render(request, "run.html", rw=found, address=address)
+        changed = self.archive.changed_files(found.run.address)
+        return self.render(request, "run.html", rw=found, address=address, changed=changed)
+
+    async def timeline(self, request: Request) -> Response:
+        q = request.query_params
+        agent, project, day = (q.get("agent") or "").strip(), (q.get("project") or "").strip(), q.get("day")
+        if agent:
+            views.parse_search({"agent": agent})  # one vocabulary, one message for a bad one
+        t = copy.copy(self.timeline_figures(project, agent))
+        if day:
+            t.runs = self.archive.day_runs(day, project=project, agent=agent)
+            t.day = views.day_start(day)
+        return self.render(request, "timeline.html", t=t, plot=views.timeline_plot(t.days, t.agents))
+
+    def timeline_figures(self, project: str, agent: str) -> Any:
+        """The timeline of a filter, computed at most once per `OVERVIEW_TTL_S` (it reads every run)."""
+        now = time.time()
+        cached = self._timelines.get((project, agent))
+        if cached is None or now - cached[0] > OVERVIEW_TTL_S:
+            cached = (now, self.archive.timeline(project=project, agent=agent))
+            self._timelines[(project, agent)] = cached
+        return cached[1]
+
+    async def file(self, request: Request) -> Response:
+        """A file an archived session changed, each line with the run that wrote it."""
+        path = (request.query_params.get("path") or "").strip()
+        if not path.startswith("/"):
+            raise BadInput("give the file's absolute path (path=/...)")
+        blame = self.archive.blame(path, require_edits=True)
+        history = self.archive.file_history(path)
+        return self.render(request, "file.html", b=blame, rows=views.blame_rows(blame.lines), history=history)
+
+    async def export(self, request: Request) -> Response:
+        """A session or run as a download: Markdown, self-contained HTML or JSON."""
+        fmt = request.query_params.get("format") or "html"
+        target = request.path_params["target"]
+        text = self.archive.export(target, fmt=fmt, thinking=bool(request.query_params.get("thinking")))
+        media = {"md": "text/markdown", "html": "text/html", "json": "application/json"}[fmt]
+        stem = target if self.archive.is_address(target) else views.short_id(target)
+        name = "pi-memory-" + re.sub(r"[^\w-]", "_", stem) + "." + fmt
+        headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+        return Response(text, media_type=f"{media}; charset=utf-8", headers=headers)
 
     async def review(self, request: Request) -> Response:
         p = views.parse_review(request.query_params, REVIEW_MIN_COUNT)
@@ -331,12 +393,16 @@ def create_app(archive: Archive, settings: Settings | None = None, warm: bool = 
     viewer = Viewer(archive, settings)
     if warm:
         viewer.overview_figures(OVERVIEW_DAYS)
+        viewer.timeline_figures("", "")
         archive.preload_search()
     routes = [
         Route("/", viewer.overview),
         Route("/search", viewer.search),
         Route("/session/{sid}", viewer.session),
         Route("/read/{address:path}", viewer.read),
+        Route("/timeline", viewer.timeline),
+        Route("/file", viewer.file),
+        Route("/export/{target}", viewer.export),
         Route("/review", viewer.review),
         Route("/usage", viewer.usage),
         Route("/memory", viewer.memory),

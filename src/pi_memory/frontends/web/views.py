@@ -15,13 +15,19 @@ from typing import Any
 from urllib.parse import urlencode
 
 from ...archive import page
+from ...core.calls import readable_call_line, readable_snippet
+from ...core.format import short_id
 from ...core.text import HIT_CLOSE, HIT_OPEN, normalize_fast, query_phrases_for_snippet, query_tokens
 from ...errors import BadInput
+
+__all__ = ["short_id"]  # the one short-id rule (the CLI's: a session id's last 8 characters), for the templates
 
 TRACKS = ("messages", "runs", "sessions")
 KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
 AGENTS = ("pi", "claude", "codex")
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
+SEARCH_FETCH = 100  # hits a search asks for: the count shown, and the pages cut from them
+MAX_PAGE = SEARCH_FETCH
 TEXT_PARAMS = ("q", "project", "path", "since", "until")
 QUERY_MAX = 500  # a search box holds a query, not a document
 
@@ -40,10 +46,12 @@ class SearchParams:
     until: str = ""
     limit: int = DEFAULT_LIMIT
     echoes: str = ""  # "1": include what the archive's own tools put into sessions (left out by default)
+    page: int = 1  # of `limit` results each, cut from the `SEARCH_FETCH` the search gave
 
     def to_query(self, **changes: Any) -> str:
         values = {**self.__dict__, **changes}
-        kept = {k: v for k, v in values.items() if v not in ("", None) and not (k == "limit" and v == DEFAULT_LIMIT)}
+        defaults = {"limit": DEFAULT_LIMIT, "page": 1}
+        kept = {k: v for k, v in values.items() if v not in ("", None) and defaults.get(k) != v}
         if kept.get("track") == "messages":
             del kept["track"]
         return urlencode(kept)
@@ -65,9 +73,46 @@ def parse_search(query: Mapping[str, str]) -> SearchParams:
         _one_of("agent", agent, AGENTS)
     if kind:
         _one_of("kind", kind, KINDS)
+    limit, at = parse_int(query, "limit", DEFAULT_LIMIT), parse_int(query, "page", 1, 1, MAX_PAGE)
     echoes = "1" if (query.get("echoes") or "") in ("1", "on", "true") else ""
-    limit = parse_int(query, "limit", DEFAULT_LIMIT)
-    return SearchParams(track=track, agent=agent, kind=kind, limit=limit, echoes=echoes, **values)
+    return SearchParams(track=track, agent=agent, kind=kind, limit=limit, page=at, echoes=echoes, **values)
+
+
+@dataclass
+class ResultPage:
+    """One page of a search's results: which of how many, and the pages around it."""
+
+    items: list[Any]
+    total: int  # results the search gave (at most `SEARCH_FETCH`: `capped` says there may be more)
+    first: int  # 1-based number of the page's first result (0: none)
+    last: int
+    page: int
+    pages: int
+    capped: bool
+
+
+def result_page(found: list[Any], p: SearchParams) -> ResultPage:
+    pages = max(1, -(-len(found) // p.limit))
+    at = min(p.page, pages)
+    start = (at - 1) * p.limit
+    items = found[start : start + p.limit]
+    first = start + 1 if items else 0
+    return ResultPage(items, len(found), first, start + len(items), at, pages, len(found) >= SEARCH_FETCH)
+
+
+def group_by_session(hits: list[Any]) -> list[tuple[Any, list[Any]]]:
+    """Hits grouped by session, sessions in the order of their best hit, hits in rank order:
+    [(the session's first hit, [its hits])]."""
+    groups: dict[str, tuple[Any, list[Any]]] = {}
+    for hit in hits:
+        groups.setdefault(hit.session_id, (hit, []))[1].append(hit)
+    return list(groups.values())
+
+
+def readable_tool_text(text: str) -> str:
+    """A tool call message as a person reads it: `→ name` and its arguments one per line, with the
+    JSON escapes of the stored text decoded (no literal `\\n`)."""
+    return "\n".join(readable_call_line(line) for line in text.split("\n"))
 
 
 def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
@@ -117,8 +162,9 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def strip_hit_marks(snippet: str) -> str:
-    """The search snippet without its hit markers (the page marks every hit itself)."""
-    return snippet.replace(HIT_OPEN, "").replace(HIT_CLOSE, "")
+    """The search snippet without its hit markers (the page marks every hit itself), a tool call's
+    JSON escapes decoded."""
+    return readable_snippet(snippet.replace(HIT_OPEN, "").replace(HIT_CLOSE, ""))
 
 
 def highlight(text: str, query: str) -> list[tuple[str, bool]]:
@@ -287,3 +333,89 @@ def ledger_plot(row: Mapping[str, Any], width: int = 300, bar: int = 18) -> list
                   round(width * float(s["rate"] or 0) / peak, 1))
         for i, (name, s) in enumerate(sides)
     ]  # fmt: skip
+
+
+# --- the timeline ---------------------------------------------------------------------------
+
+
+@dataclass
+class DayBar:
+    day: str  # YYYY-MM-DD (UTC), the link's parameter
+    x: float
+    total: int
+    parts: list[tuple[str, float, float, int]]  # (agent, y, height, messages), stacked from the axis
+
+
+@dataclass
+class TimelinePlot:
+    bars: list[DayBar]
+    width: int
+    height: int
+    peak: int
+    step: float
+    labels: list[tuple[float, str]]  # (x, month) at each month's first day
+
+
+def timeline_plot(days: list[tuple[int, dict[str, int]]], agents: list[str], height: int = 140) -> TimelinePlot:
+    """One column per day over all time, stacked by agent; at least 3 px a day (the plot scrolls).
+
+    A column's height grows with the square root of the day's messages (at least 3 px): beside a
+    day of 2,000 messages a day of 20 still shows; the agents share it in proportion."""
+    peak = max((sum(per.values()) for _d, per in days), default=0) or 1
+    step = max(3.0, 900 / max(1, len(days)))
+    bars, labels = [], []
+    for i, (day_ms, per) in enumerate(days):
+        date = datetime.fromtimestamp(day_ms / 1000, timezone.utc)
+        if date.day == 1 or i == 0:
+            labels.append((round(i * step, 1), date.strftime("%Y-%m")))
+        total = sum(per.values())
+        column = max(3.0, height * (total / peak) ** 0.5) if total else 0.0
+        y = float(height)
+        parts = []
+        for agent in agents:
+            n = per.get(agent, 0)
+            if n:
+                h = round(column * n / total, 1)
+                y = round(y - h, 1)
+                parts.append((agent, y, h, n))
+        bars.append(DayBar(date.strftime("%Y-%m-%d"), round(i * step, 1), sum(per.values()), parts))
+    return TimelinePlot(bars, int(step * max(1, len(days))) + 1, height, peak, step, labels)
+
+
+def day_start(day: str) -> int:
+    """`YYYY-MM-DD` -> the UTC day's start, unix ms (checked: one clear `BadInput`)."""
+    try:
+        return int(datetime.strptime(day.strip(), "%Y-%m-%d").replace(tzinfo=timezone.utc).timestamp() * 1000)
+    except ValueError:
+        raise BadInput(f"bad day {day!r}: use YYYY-MM-DD") from None
+
+
+# --- the file view -----------------------------------------------------------------------------
+
+
+@dataclass
+class BlameRow:
+    number: int
+    text: str
+    edit: Any  # the change that wrote the line, or None
+    shade: int  # which run's colour band (0: no session's line)
+    first_of_run: bool  # the first line of a block written by the same change: its label shows
+
+
+SHADES = 6
+
+
+def blame_rows(lines: list[Any]) -> list[BlameRow]:
+    """A file's lines for the table: each run gets a colour band (in the order runs first appear),
+    and a block of lines from the same change is labelled once."""
+    shades: dict[tuple[str, Any], int] = {}
+    rows, previous = [], None
+    for line in lines:
+        e = line.edit
+        key = (e.session_id, e.run_id) if e is not None else None
+        if key is not None and key not in shades:
+            shades[key] = len(shades) % SHADES + 1
+        ident = e.id if e is not None else None
+        rows.append(BlameRow(line.number, line.text, e, shades.get(key, 0) if key else 0, ident != previous))
+        previous = ident
+    return rows

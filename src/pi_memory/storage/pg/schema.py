@@ -481,12 +481,71 @@ MIGRATIONS.append(
     )
 )
 
+# Edits as data (SQLite m014_edits, see `pi_memory.provenance`): derived from the archived lines by
+# whoever wrote the messages, so the owner policies apply; `provenance_state` holds archive-wide
+# flags (no owner: any writer may set them, like the counter row).
+MIGRATIONS.append(
+    (
+        "m009_edits",
+        """
+        CREATE TABLE edit (
+          id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id  text    NOT NULL,  -- no foreign key: a file's edits are written before its messages
+          call_hash   text    NOT NULL,
+          result_hash text,
+          call_id     text    NOT NULL,
+          part        integer NOT NULL,
+          tool        text    NOT NULL,
+          kind        text    NOT NULL,
+          path        text    NOT NULL,
+          from_path   text,
+          ts          bigint  NOT NULL,
+          old_hash    text,
+          new_hash    text,
+          old_lines   integer NOT NULL DEFAULT 0,
+          new_lines   integer NOT NULL DEFAULT 0,
+          line        integer,
+          written_by  text    NOT NULL DEFAULT current_user,
+          author      text    NOT NULL DEFAULT current_user,
+          host        text    NOT NULL DEFAULT '',
+          UNIQUE (session_id, call_id, part)
+        );
+        CREATE INDEX edit_path ON edit(path, ts);
+        CREATE INDEX edit_call ON edit(session_id, call_hash);
+
+        CREATE TABLE edit_observed (
+          session_id  text   NOT NULL,
+          call_id     text   NOT NULL,
+          path        text   NOT NULL,
+          before_hash text,
+          after_hash  text,
+          git_commit  text,
+          observed_at bigint NOT NULL,
+          before_text bytea,
+          written_by  text   NOT NULL DEFAULT current_user,
+          author      text   NOT NULL DEFAULT current_user,
+          host        text   NOT NULL DEFAULT '',
+          PRIMARY KEY (session_id, call_id, path)
+        );
+        CREATE INDEX edit_observed_path ON edit_observed(path, observed_at);
+
+        CREATE TABLE provenance_state (
+          name  text PRIMARY KEY,
+          value bigint NOT NULL
+        );
+        INSERT INTO provenance_state VALUES ('backfilled', CASE WHEN EXISTS (SELECT 1 FROM msg) THEN 0 ELSE 1 END);
+        """
+        + _owned_table_policies("edit")
+        + _owned_table_policies("edit_observed"),
+    )
+)
+
 # The characters others fold to, as typed, for rows written in a script that folds to another
-# (`text.typed_targets`, SQLite m014_typed_targets): `t:发` beside `t:發` in a traditional text.
+# (`text.typed_targets`, SQLite m015_typed_targets): `t:发` beside `t:發` in a traditional text.
 _TARGET_CLASS = "[" + SIMPLIFIED_ONLY + "]"
 MIGRATIONS.append(
     (
-        "m009_typed_targets",
+        "m010_typed_targets",
         f"""
         UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY(
             SELECT DISTINCT 't:' || found[1] FROM regexp_matches(text, '{_TARGET_CLASS}', 'g') AS found))

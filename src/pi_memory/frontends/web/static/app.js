@@ -1,3 +1,44 @@
+// The timeline opens at its newest days (or at the day picked): it scrolls sideways over all time.
+"use strict";
+(function () {
+  const scroller = document.querySelector(".timeline-scroll");
+  if (!scroller) return;
+  const picked = scroller.querySelector("a.day.picked rect");
+  if (picked) {
+    const x = Number(picked.getAttribute("x")) || 0;
+    scroller.scrollLeft = Math.max(0, x - scroller.clientWidth / 2);
+  } else {
+    scroller.scrollLeft = scroller.scrollWidth;
+  }
+})();
+
+// The keyboard search shortcut, on every page: "/" (or Ctrl+K / Cmd+K) puts the cursor in the search
+// box, or opens the search page where there is none; Escape leaves the box.
+"use strict";
+(function () {
+  function typing(target) {
+    const tag = target && target.tagName;
+    return tag === "INPUT" || tag === "TEXTAREA" || tag === "SELECT" || (target && target.isContentEditable);
+  }
+  document.addEventListener("keydown", function (event) {
+    const box = document.getElementById("q");
+    if (event.key === "Escape" && box && document.activeElement === box) {
+      box.blur();
+      return;
+    }
+    const slash = event.key === "/" && !event.ctrlKey && !event.metaKey && !event.altKey;
+    const k = (event.key === "k" || event.key === "K") && (event.ctrlKey || event.metaKey);
+    if (!(slash || k) || (slash && typing(event.target))) return;
+    event.preventDefault();
+    if (box) {
+      box.focus();
+      box.select();
+    } else {
+      window.location.href = "/search";
+    }
+  });
+})();
+
 // Search as you type: the server renders the results (escaped); this only fetches them
 // after a pause in typing, swaps them in and keeps the URL in step so it can be shared.
 "use strict";
