@@ -36,6 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core import scoring
 from ..core.text import QueryToken
 from ..storage.pg.sql import indexable, lexeme, tsquery, without_echoes
 from .common import rarest_within
@@ -129,9 +130,11 @@ class PgSearcher(Searcher):
         self._df, self._n_docs = plan.df, plan.n_docs
         present = plan.rare + plan.common  # ordered by df, rarest first
         rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
-        return QueryPlan(
+        pg_plan = QueryPlan(
             plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface, plan.exact, plan.exact_typed
         )
+        pg_plan.variants = self.word_variants(rare, plan.df, plan.n_docs, PG_RARE_POSTINGS_BUDGET)
+        return pg_plan
 
     def common_shares(self, n_docs: int) -> dict[str, float]:
         """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
@@ -181,6 +184,9 @@ class PgSearcher(Searcher):
         for text in plan.exact_typed:  # a character typed as a text in the other script holds it
             parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
             params += [weights[text], pg_match(tsquery([QueryToken(text, "surface")]), filters)]
+        for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
+            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
+            params += [weights[word] * scoring.STEM_ONLY_WEIGHT, pg_match(tsquery([QueryToken(form, "word")]), filters)]
         union = " UNION ALL ".join(parts)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         params += oparams
