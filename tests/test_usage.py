@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -371,3 +372,45 @@ def test_usage_json_carries_rows_and_a_total(tmp_path: Path):
     assert CliRunner().invoke(cli, ["--db", str(db), "usage", "daily", "--since", "2026-13-01"]).exit_code == 2
     line = CliRunner().invoke(cli, ["--db", str(db), "usage", "statusline"]).output
     assert "tok" in line and line.count("\n") == 1
+
+
+def compaction_line(entry_id: str, parent: str, at: str, summary: str, tokens_before: int, **extra: Any) -> str:
+    return json.dumps(
+        {
+            "type": "compaction",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": at,
+            "summary": summary,
+            "firstKeptEntryId": parent,
+            "tokensBefore": tokens_before,
+            **extra,
+        }
+    )
+
+
+def test_the_ledger_takes_a_checkpoints_own_token_counts_and_settles_pis_summary_on_the_next_request(
+    tmp_path: Path,
+):
+    path = tmp_path / "0a0b0c12-compact.jsonl"
+    requests = [(100, 10, 0, 9000, 0), (100, 10, 0, 3000, 0), (100, 10, 3000, 900, 0), (100, 10, 3900, 0, 0)]
+    pi_session(path, "claude-sonnet-4-5", "anthropic", requests)
+    lines = path.read_text().splitlines()
+    ours = {"contextTokensBefore": 7000, "contextTokensAfter": 2500, "tokenFamily": "anthropic"}
+    # pi-memory's checkpoint after request 0, pi's own summary after request 2
+    lines.insert(
+        3,
+        compaction_line(
+            "c0000001", "a0000000", "2026-03-01T10:00:30.000Z", "checkpoint", 9100, fromHook=True, details=ours
+        ),
+    )
+    lines.insert(8, compaction_line("c0000002", "a0000002", "2026-03-01T10:02:30.000Z", "pi summary", 5000))
+    path.write_text("\n".join(lines) + "\n")
+    with Archive.open(tmp_path / "a.db") as a:
+        a.import_paths([path])
+        led = a.usage_ledger("0a0b0c12-compact")
+    ours_event, pis = [e for e in led.events if e.kind == "compaction"]
+    assert ours_event.what == "compaction (pi-memory)" and ours_event.tokens == -4500 and ours_event.requests == 2
+    # pi's: its tokensBefore (5,000) down to what the next request sent (3,900 cached + 100 uncached)
+    assert pis.what == "compaction (pi)" and pis.tokens == -1000 and pis.requests == 1
+    assert ours_event.cache_before == 0 and ours_event.cache_after == 0
