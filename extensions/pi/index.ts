@@ -22,6 +22,7 @@ import { registerFold } from "./fold.js";
 import { registerMemory } from "./memory.js";
 import { READ_FIELDS, SEARCH_FIELDS, recallTool, wantsEntryRead, wantsScopedSearch } from "./recall.js";
 import { registerReview } from "./review.js";
+import { registerUsage } from "./usage.js";
 
 // above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
 const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 8000;
@@ -572,4 +573,5 @@ export default function (pi: ExtensionAPI) {
 
   registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
   registerReview(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say });
+  registerUsage(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say, sessionId: () => sessionId });
 }
