@@ -414,3 +414,39 @@ def test_the_ledger_takes_a_checkpoints_own_token_counts_and_settles_pis_summary
     # pi's: its tokensBefore (5,000) down to what the next request sent (3,900 cached + 100 uncached)
     assert pis.what == "compaction (pi)" and pis.tokens == -1000 and pis.requests == 1
     assert ours_event.cache_before == 0 and ours_event.cache_after == 0
+
+
+def spread_requests(archive: Archive, session_id: str, start_ms: int, n: int, step_ms: int) -> list[int]:
+    """`n` priced requests of one session, `step_ms` apart from `start_ms`; their times."""
+    from pi_memory.storage.usage import row_of
+
+    archive.ensure_session(session_id, "/home/dev/tz")
+    times = [start_ms + i * step_ms for i in range(n)]
+    rows = [
+        row_of(session_id, TokenUsage(f"{session_id}:{i}", t, "anthropic", "claude-sonnet-4-5", 100, 10, i, 0))
+        for i, t in enumerate(times)
+    ]
+    with archive.store.write():
+        archive.store.insert_usage(rows)
+    return times
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/London", "Asia/Kolkata", "UTC"])
+def test_days_weeks_and_months_are_the_zones_own_across_clock_changes(archive: Archive, zone: str):
+    """On both backends: the local day is worked out in SQL, one UTC offset per stretch of time."""
+    from zoneinfo import ZoneInfo
+
+    # every 37 minutes for 100 days across the spring clock change of 2026, 60 across the autumn one
+    times = spread_requests(archive, "0a0b0c14-tz", 1_772_000_000_000, 100 * 24 * 60 // 37, 37 * 60_000)
+    times += spread_requests(archive, "0a0b0c15-tz", 1_790_000_000_000, 60 * 24 * 60 // 37, 37 * 60_000)
+    for view, fmt in (
+        ("daily", lambda d: d.strftime("%Y-%m-%d")),
+        ("weekly", lambda d: "{}-W{:02d}".format(*d.isocalendar()[:2])),
+        ("monthly", lambda d: d.strftime("%Y-%m")),
+    ):
+        expected: dict[str, int] = {}
+        for t in times:
+            label = fmt(datetime.fromtimestamp(t / 1000, ZoneInfo(zone)))
+            expected[label] = expected.get(label, 0) + 1
+        got = {line.label: line.requests for line in archive.usage(view, tz=zone).lines}
+        assert got == expected, view

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ...core.tokens import estimate_tokens, family_of
@@ -108,7 +109,7 @@ class ContextView:
     def index_of(self, entry_id: str) -> int | None:
         return self.at.get(entry_id)
 
-    @property
+    @cached_property
     def family(self) -> str:
         """The tokenizer family of the model answering (its newest assistant message's)."""
         for msg in reversed(self.messages):
