@@ -23,6 +23,7 @@ import { registerMemory } from "./memory.js";
 import { registerProvenance } from "./provenance.js";
 import { READ_FIELDS, SEARCH_FIELDS, recallTool, wantsEntryRead, wantsScopedSearch } from "./recall.js";
 import { registerReview } from "./review.js";
+import { registerUsage } from "./usage.js";
 
 // above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
 const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 8000;
@@ -574,4 +575,5 @@ export default function (pi: ExtensionAPI) {
   registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
   registerReview(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say });
   registerProvenance(pi, { call: (m, p, t) => bridge.call(m, p, t), write, drain: (t) => queue.drain(t) });
+  registerUsage(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say, sessionId: () => sessionId });
 }
