@@ -38,6 +38,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # the memory key and pins (`memory/seal.py`)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))  # the demo archive (`pi-memory demo`)
     # subprocesses (`python -m pi_memory`) import this checkout's code
     monkeypatch.setenv("PYTHONPATH", str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     yield home

@@ -182,16 +182,23 @@ def test_pi_install_npm_installs_the_packed_package_whose_first_start_names_what
     assert installed.returncode == 0, installed.stdout + installed.stderr
     settings = json.loads((machine.agent_dir / "settings.json").read_text(encoding="utf-8"))
     assert settings["packages"] == ["npm:pi-memory"]
-    global_root = Path(machine.env["npm_config_prefix"]) / "lib" / "node_modules" / "pi-memory"
-    assert json.loads((global_root / "package.json").read_text(encoding="utf-8"))["pi"] == {
-        "extensions": ["./index.ts"]
-    }
+    # pi 0.73 installs with `npm install -g` (our npm_config_prefix), pi 1.x into its agent folder's npm/
+    (manifest,) = [
+        p
+        for root in (Path(machine.env["npm_config_prefix"]), machine.agent_dir / "npm")
+        for p in root.glob("**/node_modules/pi-memory/package.json")
+    ]
+    assert json.loads(manifest.read_text(encoding="utf-8"))["pi"] == {"extensions": ["./index.ts"]}
 
-    first = machine.run("hello")  # no pi-memory on PATH, no PI_MEMORY_BRIDGE
+    tools = machine.scripts.parent / "uv-only"  # a machine with uv but without pi-memory
+    tools.mkdir()
+    (tools / "uv").write_text("#!/bin/sh\nexit 1\n", encoding="utf-8")
+    (tools / "uv").chmod(0o755)
+    first = machine.run("hello", PATH=f"{tools}{os.pathsep}{machine.env['PATH']}")  # and no PI_MEMORY_BRIDGE
     assert first.returncode == 0 and "OK." in first.stdout, first.stderr
     hint = hint_of(first.stderr)
     print(f"\npi {machine.pi.version}, installed from npm, first start: {hint}")
-    assert "install pi-memory`" in hint and "PI_MEMORY_BRIDGE" in hint
+    assert "Install it with `uv tool install pi-memory`" in hint and "PI_MEMORY_BRIDGE" in hint
 
     second = machine.run("parallel blog: go", PI_MEMORY_BRIDGE=f"{sys.executable} -m pi_memory bridge")
     assert second.returncode == 0, second.stderr
@@ -214,7 +221,7 @@ def test_pi_install_git_clones_the_repository_whose_first_start_names_its_python
     assert first.returncode == 0 and "OK." in first.stdout, first.stderr
     hint = hint_of(first.stderr)
     print(f"\npi {machine.pi.version}, installed from git, first start: {hint}")
-    assert f"install {checkout}`" in hint  # the clone holds the Python project: install that
+    assert f"Install it with `pip install {checkout}`" in hint  # the clone holds the Python project
 
     second = machine.run("parallel blog: go", PATH=f"{machine.scripts}{os.pathsep}{machine.env['PATH']}")
     assert second.returncode == 0, second.stderr
