@@ -129,7 +129,13 @@ class Machine:
         script.chmod(0o755)
         # PATH without this Python's scripts: no `pi-memory` unless a test puts it back
         bare_path = os.pathsep.join(
-            p for p in {str(Path(shutil.which("node") or "/usr/bin/node").parent), str(Path(npm()).parent), "/usr/bin", "/bin"}
+            p
+            for p in {
+                str(Path(shutil.which("node") or "/usr/bin/node").parent),
+                str(Path(npm()).parent),
+                "/usr/bin",
+                "/bin",
+            }
         )
         self.env = pi.env(
             {

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..ingest.importer import ImportReport, find_files
 from .api import Archive
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"  # real pi 1.6 sessions, shipped as package data
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"  # real pi sessions, shipped as package data
 DEMO_QUERY = "缓存索引 方案"
 
 
