@@ -219,7 +219,7 @@ def test_a_question_s_word_finds_the_message_that_holds_it_in_another_form(archi
 
 
 def test_the_form_typed_comes_before_another_form_of_the_word(archive: Archive):
-    texts = ["We were moving the servers all night long.", "We moved the servers all night long."]
+    texts = ["We were moving the servers all night long.", "We had moved the servers all night long."]
     ids = _fill(archive, {"a": texts})
     assert archive.search("moved servers", limit=2)[0].msg_id == ids[texts[1]]
     assert archive.search("moving servers", limit=2)[0].msg_id == ids[texts[0]]
