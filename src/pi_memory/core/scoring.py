@@ -44,11 +44,13 @@ if TYPE_CHECKING:
 # A CJK token found only in another script than the one typed still counts, at this share.
 FOLDED_ONLY_WEIGHT = 0.5
 # An English word found only in another form than the one typed (`moving` for `moved`, the same
-# Snowball stem: `stems`) counts as the word, as a stemmed index would count it, less the share that
-# puts the form typed first between texts otherwise equal. Fitted on the fit half of
-# bench/quality.py's sets (R@1, conv-realtalk-a turn/session): 0.5 -> 0.277/0.527, 0.7 -> 0.280/0.540,
-# 0.9 -> 0.290/0.557, 1.0 -> 0.297/0.567 (stemmed bm25 0.287/0.553).
-STEM_ONLY_WEIGHT = 0.95
+# Snowball stem: `stems`) counts at this share of the word's form share (`ranking.form_share`: the
+# idf of all its forms over the word's), and only once however often (as a CJK token found only in
+# another script): the form typed first. Fitted on the fit half of bench/quality.py's sets (R@1,
+# 100 each: frag-2en-words / conv-realtalk-a turn / long-replies-a turn): 0.95 -> 0.970/0.290/0.310,
+# 0.8 -> 0.990/0.280/0.290, 0.7 -> 0.990/0.280/0.290 (bm25 0.990/0.260/0.240, stemmed bm25
+# 0.760/0.270/0.300).
+STEM_ONLY_WEIGHT = 0.8
 # A text holding every run of the query exactly as typed (`燦爛`, `watchEffect 响应式`) gains this
 # many times the query's weight: what the user typed, verbatim, beats the same tokens scattered
 # or spelled in the other script (bench/quality.py, the fragment sets).
@@ -77,6 +79,8 @@ class Term:
     meaningful: bool
     # an English word's start its other forms share (`stems.stem_root`): they count too
     root: str | None = None
+    # the share of the weight its other forms carry (`ranking.form_share`), STEM_ONLY_WEIGHT at most
+    form_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -119,8 +123,10 @@ def prepare(
     norm_query: str,
     typed: dict[str, set[str]],
     runs: tuple[str, ...] = (),
+    form_shares: dict[str, float] | None = None,
 ) -> PreparedQuery:
-    """The query's terms, phrases and word pairs, with every spelling to look for."""
+    """The query's terms, phrases and word pairs, with every spelling to look for (`form_shares`:
+    per English word, the share of its weight its other forms carry; all of it where not given)."""
     alone = {run for run in _CJK_RUNS.findall(norm_query) if len(run) == 1}
     terms = []
     for t in tokens:
@@ -130,7 +136,8 @@ def prepare(
         forms += tuple(sorted(f for f in exact if f not in forms and len(f) == len(t.text)))
         meaningful = t.kind != "char" or t.text in alone
         root = stem_root(t.text) if t.kind == "word" else None
-        terms.append(Term(t.text, t.kind, weights.get(t.text, 0.0), forms, frozenset(exact), meaningful, root))
+        share = (form_shares or {}).get(t.text, 1.0)
+        terms.append(Term(t.text, t.kind, weights.get(t.text, 0.0), forms, frozenset(exact), meaningful, root, share))
     position = {t.text: i for i, t in enumerate(terms)}
     phrases, pairs = [], []
     for p in query_phrases(norm_query, weights):
@@ -177,12 +184,15 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
         return [DocScore(0.0, False) for _ in texts]
     counts = cjk_counts(texts, q.alphabet) if q.alphabet else None
     tf, exact = term_frequencies(texts, q, counts)
+    # held only in another spelling or form: counted once, however often (`STEM_ONLY_WEIGHT`)
+    tf = np.where(exact, tf, np.minimum(tf, 1.0))
     weights = np.array([t.weight for t in q.terms])
-    effective = weights * np.where(exact, 1.0, _other_form_shares(q))
+    shares = np.where(exact, 1.0, _other_form_shares(q))  # per text and term: 1 as typed, else its share
+    effective = weights * shares
     norm = ranking.K1 * (1.0 - ranking.B + ranking.B * np.asarray(lengths, dtype=float) / max(avg_len, 1.0))
     base = (effective * tf * (ranking.K1 + 1.0) / (tf + norm[:, None])).sum(axis=1)
     present = tf > 0
-    covered = present @ weights
+    covered = (present * shares) @ weights  # a term held only in another form covers its share of it
     meaningful = np.asarray(present[:, [i for i, t in enumerate(q.terms) if t.meaningful]].any(axis=1))
     total = float(weights.sum())
     factors = missed_runs_factors(present, q).tolist()
@@ -206,22 +216,17 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
 
 
 def missed_runs_factors(present: np.ndarray, q: PreparedQuery) -> np.ndarray:
-    """Per text, MISSED_RUNS_FACTOR where no trace is left of half the query's runs or more, by weight
-    (a run weighs what its heaviest trace does), else 1. By weight: `who`, `did` and `with` are half
-    the runs of `Who did internet2 partner with`, and a message holding `internet2` and `partnership
-    with` misses nothing that matters (counted by runs, it lost to a long text holding the small
-    words: bench/quality.py's histories with long replies, R@1 0.23 by runs, 0.24 by weight)."""
+    """Per text, MISSED_RUNS_FACTOR where no trace is left of half the query's runs or more, else 1.
+
+    By count, not by weight: weighted, `modelValue 的原` let a short text repeating `modelValue`
+    (the heavier run) outrank the message holding both again; it gained one question of the fit
+    half's long-replies histories (R@1 0.23 -> 0.24) and lost that case."""
     import numpy as np
 
     if len(q.run_traces) < 2:
         return np.ones(len(present))
-    weights = np.array([t.weight for t in q.terms])
-    run_weights = [float(weights[list(trace)].max()) for trace in q.run_traces]
-    total = sum(run_weights)
-    if total <= 0:
-        return np.ones(len(present))
-    missed = sum((~present[:, list(trace)].any(axis=1)) * w for trace, w in zip(q.run_traces, run_weights, strict=True))
-    return np.where(2 * np.asarray(missed) >= total, MISSED_RUNS_FACTOR, 1.0)
+    missed = sum((~present[:, list(trace)].any(axis=1)).astype(int) for trace in q.run_traces)
+    return np.where(2 * np.asarray(missed) >= len(q.run_traces), MISSED_RUNS_FACTOR, 1.0)
 
 
 def _other_form_shares(q: PreparedQuery) -> np.ndarray:
@@ -230,7 +235,10 @@ def _other_form_shares(q: PreparedQuery) -> np.ndarray:
     import numpy as np
 
     return np.array(
-        [FOLDED_ONLY_WEIGHT if t.kind in ("char", "gram") else STEM_ONLY_WEIGHT if t.root else 1.0 for t in q.terms]
+        [
+            FOLDED_ONLY_WEIGHT if t.kind in ("char", "gram") else STEM_ONLY_WEIGHT * t.form_share if t.root else 1.0
+            for t in q.terms
+        ]
     )
 
 
@@ -260,8 +268,9 @@ def term_frequencies(
             count = count_word if term.kind == "word" else str.count
             tf[:, j] = [count(text, term.text) for text in texts]
             exact[:, j] = tf[:, j] > 0  # the spelling typed
-            if term.root:
-                tf[:, j] += [other_forms(text, term.text, term.root) for text in texts]
+            if term.root:  # only where the form typed is not: the one typed counts as bm25 counts it
+                missing = [i for i in range(n) if not exact[i, j]]
+                tf[missing, j] = [other_forms(texts[i], term.text, term.root) for i in missing]
     return tf, exact
 
 

@@ -170,6 +170,9 @@ class QueryPlan:
     # another form of a rare English word (`buying` for `buy`, `stems.variants`) the index holds ->
     # that word: read with it in the rare track (scoring counts such forms, `stems.other_forms`)
     variants: dict[str, str] = field(default_factory=dict)
+    # an English word of the query -> the share of its weight its other forms carry in scoring and
+    # in the rare track (`ranking.form_share`: by the documents holding the word in any form)
+    form_shares: dict[str, float] = field(default_factory=dict)
 
 
 def typed_as_folded(query: str, tokens: list[QueryToken]) -> dict[str, tuple[str, ...]]:
@@ -257,7 +260,17 @@ class Searcher:
         exact_typed = tuple(t.text for t in typed_in_others if 0 < self.document_frequency(t, n_docs) <= budget)
         plan = QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
         plan.variants = self.word_variants(rare, df, n_docs, RARE_POSTINGS_BUDGET)
+        plan.form_shares = self.form_shares(tokens, df, n_docs)
         return plan
+
+    def form_shares(self, tokens: list[QueryToken], df: dict[str, int], n_docs: int) -> dict[str, float]:
+        """`QueryPlan.form_shares`, for the English words of the query that have other forms."""
+        out = {}
+        for t in tokens:
+            if t.kind == "word" and (forms := variants(t.text)):
+                in_any = df[t.text] + sum(self.document_frequency(QueryToken(f, "word"), n_docs) for f in forms)
+                out[t.text] = ranking.form_share(df[t.text], in_any, n_docs)
+        return out
 
     def word_variants(self, rare: list[QueryToken], df: dict[str, int], n_docs: int, budget: int) -> dict[str, str]:
         """`QueryPlan.variants`: the other forms of the rare English words the index holds, rarest
@@ -301,7 +314,7 @@ class Searcher:
         for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
             _table, expr = fts_index(QueryToken(form, "word"), filters.include_echoes)
             parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
-            params += [weights[word] * scoring.STEM_ONLY_WEIGHT, expr]
+            params += [weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0), expr]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
         outside, oparams = not_among("id", filters.exclude_ids, self.store)
@@ -374,7 +387,9 @@ class Searcher:
             rows = self._fetch(ids, filters)
         norm_query = normalize(query)
         matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
-        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query), typed_runs(query))
+        prepared = scoring.prepare(
+            matched, weights, norm_query, typed_forms(query), typed_runs(query), plan.form_shares
+        )
         scored = self._score(rows, prepared)
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
         by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]

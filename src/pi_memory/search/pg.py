@@ -134,6 +134,7 @@ class PgSearcher(Searcher):
             plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface, plan.exact, plan.exact_typed
         )
         pg_plan.variants = self.word_variants(rare, plan.df, plan.n_docs, PG_RARE_POSTINGS_BUDGET)
+        pg_plan.form_shares = plan.form_shares
         return pg_plan
 
     def common_shares(self, n_docs: int) -> dict[str, float]:
@@ -186,7 +187,8 @@ class PgSearcher(Searcher):
             params += [weights[text], pg_match(tsquery([QueryToken(text, "surface")]), filters)]
         for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
             parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-            params += [weights[word] * scoring.STEM_ONLY_WEIGHT, pg_match(tsquery([QueryToken(form, "word")]), filters)]
+            share = scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0)
+            params += [weights[word] * share, pg_match(tsquery([QueryToken(form, "word")]), filters)]
         union = " UNION ALL ".join(parts)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         params += oparams
