@@ -251,3 +251,17 @@ def test_inside_a_project_words_common_elsewhere_still_find_its_one_message(arch
     ids = _fill(archive, {"mine": mine})
     hits = archive.search("What is my colleague's height again, do you remember?", limit=3, project="mine")
     assert hits and hits[0].msg_id == ids[mine[0]]
+
+
+def test_words_copied_from_a_message_find_it_before_one_holding_another_form_of_them(archive: Archive):
+    # Snowball stems `timely` as `time`, a word of many messages: a short message holding `boat`
+    # and `time` is no match for the longer one that holds both words as typed
+    timely = (
+        "We waited on the pier for most of the afternoon while the wind kept changing, and when the "
+        "harbour master finally waved us through, the boat came in a timely fashion, well before the "
+        "storm reached the coast and long before anyone on board had started to worry about supper."
+    )
+    short = "The boat left on time."
+    chat = [f"It took some time to set up the build on day {k}." for k in range(40)]
+    ids = _fill(archive, {"log": [short, timely, *chat, *FILLER]})
+    assert archive.search("boat timely", limit=1)[0].msg_id == ids[timely]
