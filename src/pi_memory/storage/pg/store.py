@@ -32,8 +32,8 @@ from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
-from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, token_text, tsquery, without_echoes
-from .writes import PgWrites
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, without_echoes
+from .writes import PgWrites, token_line
 
 if TYPE_CHECKING:
     import psycopg
@@ -226,10 +226,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         with self.errors():
             self._ensure_session(row)
 
-    @contextmanager
-    def merging_in_steps(self) -> Iterator[None]:
-        """Nothing to merge here: PostgreSQL's indexes are not FTS5's (see the SQLite store)."""
-        yield
+    # `merging_in_steps` (the token indexes' pending lists merged after a bulk write): `PgWrites`
 
     def merge_steps(self, whole: set[str] | frozenset[str] = frozenset()) -> int:
         return 0
@@ -366,8 +363,10 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     # --- run summaries: a tsvector column of `run` (the SQLite store has an FTS5 table) -------
 
     def index_run_summary(self, run_id: int, chars: str | bytes, grams: str | bytes) -> None:
-        tokens = sorted(t for t in set(token_text(chars).split()) | set(token_text(grams).split()) if indexable(t))
-        self.conn.execute("UPDATE run SET tokens = array_to_tsvector(%s::text[]) WHERE id=%s", (tokens, run_id))
+        self.conn.execute(
+            "UPDATE run SET tokens = array_to_tsvector(string_to_array(%s, ' ')) WHERE id=%s",
+            (token_line(chars, grams), run_id),
+        )
 
     def unindex_run_summary(self, run_id: int) -> None:
         self.conn.execute("UPDATE run SET tokens = ''::tsvector WHERE id=%s", (run_id,))
