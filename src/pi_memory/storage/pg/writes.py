@@ -25,6 +25,7 @@ writer finishes at its end (`flush_token_indexes`).
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -129,6 +130,7 @@ class PgWrites:
     """`write_sessions` and its steps, for `PgStore`."""
 
     conn: psycopg.Connection[Any]
+    url: str
     author: str | None
     host: str
     _staged = False  # the staging tables exist on this connection
@@ -165,6 +167,7 @@ class PgWrites:
                 skipped += len(chunk) - len(inserted)
                 unit.added.extend(msg_id for _m, msg_id in inserted)
             completed |= result.completed
+            self._wrote(sum(len(inserted) for inserted in result.inserted))
         rest = [u for u in units if id(u) not in completed]
         added_ids: dict[str, list[int]] = {}
         for unit in rest:
@@ -532,20 +535,80 @@ class PgWrites:
 
     @contextmanager
     def merging_in_steps(self) -> Iterator[None]:
-        """Around a bulk write (an import, a push): the token indexes' pending lists merged at its end,
-        so the searches after it read sorted posting lists only (see `flush_token_indexes`)."""
+        """Around a bulk write (an import, a push): the token indexes' pending lists merged as it goes,
+        by a second connection (`PendingMerger`: the server merges on one core while this one writes
+        on the other), and once more at its end, so the searches after it read sorted posting lists
+        only (see `flush_token_indexes`)."""
         self.conn.execute(BULK_SETTINGS)
+        self._merger = PendingMerger.start(self.url)
         try:
             yield
         finally:
+            merger, self._merger = self._merger, None
+            if merger is not None:
+                merger.close()
             self.conn.execute("RESET gin_pending_list_limit; RESET work_mem")
             self.flush_token_indexes()
+
+    _merger: PendingMerger | None = None
+    _unmerged = 0  # messages written since the merger was last woken
+
+    def _wrote(self, messages: int) -> None:
+        """After a committed write transaction: wake the merger every `MERGE_EVERY` messages."""
+        self._unmerged += messages
+        if self._merger is not None and self._unmerged >= MERGE_EVERY:
+            self._merger.wake()
+            self._unmerged = 0
 
     def flush_token_indexes(self) -> int:
         """Merge the GIN pending lists of `msg.tokens` and `run.tokens` into their indexes (the
         owner's `pi_memory_flush_tokens`, which any writer may call); pages merged."""
         with self.errors():
             return int(self.scalar("SELECT pi_memory_flush_tokens()") or 0)
+
+
+MERGE_EVERY = 2_000  # messages a bulk writer writes between two merges of the pending lists
+
+
+class PendingMerger:
+    """A thread with its own connection that runs `pi_memory_flush_tokens()` when woken. The thread
+    only waits on the server, so the writer's Python goes on; a failure stops it quietly (the
+    writer's final flush still merges everything)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="pi-memory-merge", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def start(cls, url: str) -> PendingMerger | None:
+        try:
+            conn = driver().connect(url, autocommit=True, application_name="pi-memory merge")
+        except Exception:
+            return None  # no second connection (a full server): the writer's final flush does it all
+        return cls(conn)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                self.conn.execute("SELECT pi_memory_flush_tokens()")
+            except Exception:
+                return
+
+    def close(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        self._thread.join()
+        self.conn.close()
 
 
 # A bulk writer's pending lists merge in larger sorted batches: a token met by many of the batch's
