@@ -37,9 +37,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core.text import QueryToken
-from ..storage.pg.sql import indexable, lexeme, tsquery, without_echoes
-from .common import rarest_within
-from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, not_among
+from ..storage.pg.sql import indexable, lexeme, tsquery
+from .messages import (
+    RARE_POSTINGS_BUDGET,
+    RECENT_CANDIDATES,
+    RECENT_WINDOW,
+    Filters,
+    Hit,
+    QueryPlan,
+    Searcher,
+    not_among,
+)
 from .messages import filter_sql as shared_filter_sql
 
 if TYPE_CHECKING:
@@ -49,9 +57,16 @@ if TYPE_CHECKING:
 
 PG_DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
 PG_DF_WINDOW = 10_000  # newest ids used to estimate the df of a very common token
-PG_RARE_POSTINGS_BUDGET = 6_000  # postings read in full per query (rare track)
-PG_RECENT_WINDOW = 30_000  # the recent track looks only at the newest ids
+# the rare track's budget and the recent track's window are SQLite's (`messages`): the same plan,
+# the same candidates, the same hits
+PG_RARE_POSTINGS_BUDGET = RARE_POSTINGS_BUDGET
+PG_RECENT_WINDOW = RECENT_WINDOW
 WALK_FROM_EXPECTED = 4 * RECENT_CANDIDATES  # expected matches in the window above which walking wins
+# Inside a search's transaction. Token lookups go through the GIN index (a planner without fresh
+# statistics may otherwise scan the table, whose cost grows with the archive); no parallel workers
+# (starting two cost more than the few thousand postings a query reads, and the machine's other
+# core is busy with other queries).
+SEARCH_SETTINGS = "SET LOCAL enable_seqscan = off; SET LOCAL max_parallel_workers_per_gather = 0"
 
 
 @dataclass
@@ -89,9 +104,12 @@ def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any], alias: 
         params.append(list(f.authors))
 
 
-def pg_match(query: str, filters: Filters) -> str:
-    """A tsquery whose matches that are echoes (`core.echo`) are left out, unless they are asked for."""
-    return query if filters.include_echoes else without_echoes(query)
+def echo_sql(filters: Filters, alias: str = "") -> str:
+    """Echoes (`core.echo`) left out by the row's flag, unless they are asked for: an indexed row holds
+    the echo lexeme exactly when its `echo` is set, and a condition on a column keeps the tsquery one
+    positive term, which the GIN index answers without reading the row's tokens again (a `!` in the
+    tsquery makes every match a recheck: the row's tsvector read and decompressed)."""
+    return "TRUE" if filters.include_echoes else f"{alias}echo = 0"
 
 
 def writer_filter(f: TeamFilters, alias: str) -> tuple[str, list[Any]]:
@@ -114,24 +132,18 @@ class PgSearcher(Searcher):
         self._shares_at = -2
 
     def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
-        # Inside the search's transaction: token lookups must go through the GIN index (a planner
-        # without fresh statistics may otherwise scan the table, whose cost grows with the archive).
         with self.pg.read():
-            self.pg.conn.execute("SET LOCAL enable_seqscan = off")
+            self.pg.conn.execute(SEARCH_SETTINGS)
             return super().search(query, limit=limit, filters=filters)
 
     def where(self, filters: Filters) -> tuple[str, list[Any]]:
         return filter_sql(filters, self.pg)
 
     def plan(self, query: str) -> QueryPlan:
-        """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
+        """The SQLite plan (same budgets), its document frequencies kept for the recent track's choice."""
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
-        present = plan.rare + plan.common  # ordered by df, rarest first
-        rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
-        return QueryPlan(
-            plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface, plan.exact, plan.exact_typed
-        )
+        return plan
 
     def common_shares(self, n_docs: int) -> dict[str, float]:
         """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
@@ -171,16 +183,17 @@ class PgSearcher(Searcher):
         if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
+        part = f"SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery AND {echo_sql(filters)}"
         for t in plan.rare:
-            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-            params += [weights[t.text], pg_match(tsquery([t]), filters)]
+            parts.append(part)
+            params += [weights[t.text], tsquery([t])]
             if t.text in plan.exact:  # as typed: once more for the rows holding no other spelling
                 others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
-                parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-                params += [weights[t.text], pg_match(f"{tsquery([t])} & !({others})", filters)]
+                parts.append(part)
+                params += [weights[t.text], f"{tsquery([t])} & !({others})"]
         for text in plan.exact_typed:  # a character typed as a text in the other script holds it
-            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-            params += [weights[text], pg_match(tsquery([QueryToken(text, "surface")]), filters)]
+            parts.append(part)
+            params += [weights[text], tsquery([QueryToken(text, "surface")])]
         union = " UNION ALL ".join(parts)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         params += oparams
@@ -198,7 +211,7 @@ class PgSearcher(Searcher):
         if not anchors:
             return []
         low = max(0, self.pg.max_msg_id() - PG_RECENT_WINDOW)
-        query = pg_match(tsquery(anchors, "|" if use_or else "&"), filters)
+        query = tsquery(anchors, "|" if use_or else "&")
         # `IS TRUE` hides the match from the GIN index, so the plan is the backward walk along the key
         walk = self._expected_in_window(anchors, use_or) >= WALK_FROM_EXPECTED
         match = "(m.tokens @@ %s::tsquery) IS TRUE" if walk else "m.tokens @@ %s::tsquery"
@@ -207,7 +220,8 @@ class PgSearcher(Searcher):
         sql = "SELECT m.id FROM msg m"
         if filters.active:
             sql += " JOIN session s ON s.id = m.session_id"
-        sql += f" WHERE {match} AND m.id > %s AND {outside} AND {where} ORDER BY m.id DESC LIMIT %s"
+        sql += f" WHERE {match} AND {echo_sql(filters, 'm.')} AND m.id > %s AND {outside} AND {where}"
+        sql += " ORDER BY m.id DESC LIMIT %s"
         return [int(r[0]) for r in self.pg.rows(sql, [query, low] + oparams + fparams + [limit])]
 
     def _expected_in_window(self, anchors: list[QueryToken], use_or: bool) -> float:

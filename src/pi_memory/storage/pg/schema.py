@@ -579,6 +579,20 @@ MIGRATIONS.append(
     )
 )
 
+# A message's and a run summary's length for BM25 (`ranking.doc_tokens`: tokens in the `grams`
+# channel), kept at write time as SQLite's FTS5 keeps it in its docsize: the searchers read it
+# instead of counting the candidates' texts again (the summary track counted ~45 a query, and used
+# no mean length at all). NULL on older rows, which are counted from their text as before.
+MIGRATIONS.append(
+    (
+        "m012_token_counts",
+        """
+        ALTER TABLE msg ADD COLUMN ntokens integer;
+        ALTER TABLE run ADD COLUMN ntokens integer;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

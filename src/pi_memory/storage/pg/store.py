@@ -33,7 +33,7 @@ from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
 from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, without_echoes
-from .writes import PgWrites, token_line
+from .writes import PgWrites, token_count, token_line
 
 if TYPE_CHECKING:
     import psycopg
@@ -364,12 +364,12 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
 
     def index_run_summary(self, run_id: int, chars: str | bytes, grams: str | bytes) -> None:
         self.conn.execute(
-            "UPDATE run SET tokens = array_to_tsvector(string_to_array(%s, ' ')) WHERE id=%s",
-            (token_line(chars, grams), run_id),
+            "UPDATE run SET tokens = array_to_tsvector(string_to_array(%s, ' ')), ntokens = %s WHERE id=%s",
+            (token_line(chars, grams), token_count(grams), run_id),
         )
 
     def unindex_run_summary(self, run_id: int) -> None:
-        self.conn.execute("UPDATE run SET tokens = ''::tsvector WHERE id=%s", (run_id,))
+        self.conn.execute("UPDATE run SET tokens = ''::tsvector, ntokens = NULL WHERE id=%s", (run_id,))
 
     # Bounded like message search (pg/search.py): a posting costs a heap page here, so a common
     # token's run count is read from ANALYZE's statistics, or counted only up to RUN_DF_EXACT_CAP
@@ -468,11 +468,26 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         query = tsquery(usable, "&" if all_of else "|")
         return self._runs_matching(match, query if echoes else without_echoes(query), low, limit, where)
 
+    # --- lengths for BM25 (`ranking.doc_tokens`), kept at write time as SQLite's FTS5 docsize keeps
+    # them: `ntokens` (m012), the number of tokens in the `grams` channel; NULL on rows written
+    # before it, which the searchers count from the text as they did
+
+    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
+        if not msg_ids:
+            return {}
+        sql = "SELECT id, ntokens FROM msg WHERE id = ANY(%s) AND ntokens IS NOT NULL"
+        return {int(i): int(n) for i, n in self.rows(sql, (list(msg_ids),))}
+
     def run_token_counts(self, run_ids: Sequence[int]) -> dict[int, int]:
-        return {}  # no index-kept lengths here: the searcher counts them from the text
+        if not run_ids:
+            return {}
+        sql = "SELECT id, ntokens FROM run WHERE id = ANY(%s) AND ntokens IS NOT NULL"
+        return {int(i): int(n) for i, n in self.rows(sql, (list(run_ids),))}
 
     def run_token_sample(self, n: int) -> list[int]:
-        return []
+        """The summary lengths of the newest `n` indexed runs (SQLite: the newest of `run_fts_docsize`)."""
+        sql = "SELECT ntokens FROM run WHERE ntokens IS NOT NULL ORDER BY id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, (n,))]
 
     def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
         join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""

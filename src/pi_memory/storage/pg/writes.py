@@ -54,29 +54,43 @@ Chunk = tuple[SessionWrite, list[NewMessage], bool, bool]
 STAGING = """
 CREATE TEMP TABLE IF NOT EXISTS pi_memory_stage_msg (
   ord integer, session_id text, seq integer, ts bigint, role text, text text, nchars integer, indexed boolean,
-  entry_id text, parent_id text, meta text, hash text, echo smallint, toks text
+  entry_id text, parent_id text, meta text, hash text, echo smallint, toks text, ntokens integer
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS pi_memory_stage_entry (
   session_id text, entry_key text, entry_id text, type text, ts bigint, msg_id bigint, raw bytea
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS pi_memory_stage_run (
   ord integer, session_id text, first_msg bigint, start_ts bigint, end_ts bigint, status text, n_msgs integer,
-  tool_calls integer, tool_errors integer, fields text, indexed_chars integer, toks text
+  tool_calls integer, tool_errors integer, fields text, indexed_chars integer, toks text, ntokens integer
 ) ON COMMIT DELETE ROWS;
 CREATE TEMP TABLE IF NOT EXISTS pi_memory_stage_run_msg (msg_id bigint, run_id bigint, pos integer)
   ON COMMIT DELETE ROWS;
 """
 STAGE_MSG_TYPES = ["int4", "text", "int4", "int8", "text", "text", "int4", "bool"]
-STAGE_MSG_TYPES += ["text", "text", "text", "text", "int2", "text"]
+STAGE_MSG_TYPES += ["text", "text", "text", "text", "int2", "text", "int4"]
 STAGE_ENTRY_TYPES = ["text", "text", "text", "text", "int8", "int8", "bytea"]
-STAGE_RUN_TYPES = ["int4", "text", "int8", "int8", "int8", "text", "int4", "int4", "int4", "text", "int4", "text"]
+STAGE_RUN_TYPES = [
+    "int4",
+    "text",
+    "int8",
+    "int8",
+    "int8",
+    "text",
+    "int4",
+    "int4",
+    "int4",
+    "text",
+    "int4",
+    "text",
+    "int4",
+]
 RUN_MSG_TYPES = ["int8", "int8", "int4"]
 
 MOVE_MESSAGES = """
 INSERT INTO msg(session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, echo, tokens,
-                author, host)
+                ntokens, author, host)
 SELECT session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, meta, hash, echo,
-       array_to_tsvector(string_to_array(toks, ' ')), %s, %s
+       array_to_tsvector(string_to_array(toks, ' ')), ntokens, %s, %s
 FROM pi_memory_stage_msg ORDER BY ord
 ON CONFLICT (session_id, hash) DO NOTHING RETURNING id, session_id, hash"""
 MOVE_ENTRIES = """
@@ -85,9 +99,9 @@ SELECT session_id, entry_key, entry_id, type, ts, msg_id, raw, %s, %s FROM pi_me
 ON CONFLICT (session_id, entry_key) DO NOTHING"""
 MOVE_RUNS = """
 INSERT INTO run(session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls, tool_errors, summary, fields,
-                indexed_chars, tokens, author, host)
+                indexed_chars, tokens, ntokens, author, host)
 SELECT session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls, tool_errors, '', fields, indexed_chars,
-       array_to_tsvector(string_to_array(toks, ' ')), %s, %s
+       array_to_tsvector(string_to_array(toks, ' ')), ntokens, %s, %s
 FROM pi_memory_stage_run ORDER BY ord
 ON CONFLICT (session_id, first_msg) DO NOTHING RETURNING id, session_id, first_msg"""
 MOVE_RUN_MSGS = """
@@ -105,6 +119,12 @@ def token_line(*parts: str | bytes | None) -> str:
     if _LONG_TOKEN.search(line):
         line = " ".join(t for t in line.split() if indexable(t))
     return line
+
+
+def token_count(grams: str | bytes) -> int:
+    """A text's length for BM25 (`ranking.doc_tokens`): its tokens in the `grams` channel, as FTS5
+    counts them into its docsize on SQLite."""
+    return len(grams.split())
 
 
 def message_token_line(m: NewMessage) -> str:
@@ -317,7 +337,7 @@ class PgWrites:
         with self.conn.cursor() as cur:
             with cur.copy(
                 "COPY pi_memory_stage_msg(ord, session_id, seq, ts, role, text, nchars, indexed, entry_id, parent_id, "
-                "meta, hash, echo, toks) FROM STDIN (FORMAT BINARY)"
+                "meta, hash, echo, toks, ntokens) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(STAGE_MSG_TYPES)
                 for (unit, _c, _f, _l), chunk in zip(txn, new, strict=True):
@@ -341,6 +361,7 @@ class PgWrites:
                                 m.hash,
                                 int(m.echo),
                                 message_token_line(m),
+                                token_count(m.grams) if m.indexed else None,
                             )
                         )
             cur.execute(MOVE_MESSAGES, (self.author, self.host))
@@ -434,7 +455,7 @@ class PgWrites:
         with self.conn.cursor() as cur:
             with cur.copy(
                 "COPY pi_memory_stage_run(ord, session_id, first_msg, start_ts, end_ts, status, n_msgs, tool_calls, "
-                "tool_errors, fields, indexed_chars, toks) FROM STDIN (FORMAT BINARY)"
+                "tool_errors, fields, indexed_chars, toks, ntokens) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.set_types(STAGE_RUN_TYPES)
                 for k, (sid, run, ids) in enumerate(planned):
@@ -452,6 +473,7 @@ class PgWrites:
                             pg_text(decode_text(run.fields)),
                             run.search_chars,
                             token_line(run.chars, run.grams),
+                            token_count(run.grams),
                         )
                     )
             cur.execute(MOVE_RUNS, (self.author, self.host))
