@@ -66,7 +66,9 @@ WALK_FROM_EXPECTED = 4 * RECENT_CANDIDATES  # expected matches in the window abo
 # statistics may otherwise scan the table, whose cost grows with the archive); no parallel workers
 # (starting two cost more than the few thousand postings a query reads, and the machine's other
 # core is busy with other queries).
-SEARCH_SETTINGS = "SET LOCAL enable_seqscan = off; SET LOCAL max_parallel_workers_per_gather = 0"
+SEARCH_SETTINGS = (
+    "SELECT set_config('enable_seqscan', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
+)
 
 
 @dataclass

@@ -78,6 +78,10 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
             )
         except psycopg.Error as exc:
             raise ArchiveError(f"cannot connect to {redact(url)}: {_first_line(exc, url)}") from None
+        # Every statement is prepared at its first use (psycopg's default waits for the fifth): a
+        # search runs the same few statement texts again and again, and their parse and plan were
+        # a quarter of its time (bench: 548 -> 404 ms for the 24 queries at 30k, warm)
+        conn.prepare_threshold = 0
         store = cls(conn, url)
         with store.errors():
             # every query here is small: compiling one (JIT) costs more than it saves
@@ -139,7 +143,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
             for version, (name, sql) in enumerate(MIGRATIONS, start=1):
                 if version <= current:
                     continue
-                self.conn.execute(sql.encode())
+                self.conn.execute(sql.encode(), prepare=False)  # several statements: never prepared
                 self.conn.execute("INSERT INTO schema_version(version, name) VALUES (%s, %s)", (version, name))
                 applied.append(name)
         if "m008_usage" in applied:

@@ -206,7 +206,7 @@ class PgWrites:
 
     def _ensure_staging(self) -> None:
         if not self._staged:
-            self.conn.execute(STAGING)
+            self.conn.execute(STAGING, prepare=False)  # several statements: never prepared
             self._staged = True
 
     def _write_txn(self, txn: list[Chunk], sessions_of: Counter[str] | None = None) -> TxnResult:
@@ -561,6 +561,9 @@ class PgWrites:
         by a second connection (`PendingMerger`: the server merges on one core while this one writes
         on the other), and once more at its end, so the searches after it read sorted posting lists
         only (see `flush_token_indexes`)."""
+        before = self.conn.execute(
+            "SELECT current_setting('gin_pending_list_limit'), current_setting('work_mem')"
+        ).fetchone()
         self.conn.execute(BULK_SETTINGS)
         self._merger = PendingMerger.start(self.url)
         try:
@@ -569,7 +572,7 @@ class PgWrites:
             merger, self._merger = self._merger, None
             if merger is not None:
                 merger.close()
-            self.conn.execute("RESET gin_pending_list_limit; RESET work_mem")
+            self.conn.execute(BULK_RESET, before)
             self.flush_token_indexes()
 
     _merger: PendingMerger | None = None
@@ -635,7 +638,8 @@ class PendingMerger:
 
 # A bulk writer's pending lists merge in larger sorted batches: a token met by many of the batch's
 # rows is looked up in the index once per batch (the merge collects up to `work_mem` of entries)
-BULK_SETTINGS = "SET gin_pending_list_limit = '64MB'; SET work_mem = '64MB'"
+BULK_SETTINGS = "SELECT set_config('gin_pending_list_limit', '64MB', false), set_config('work_mem', '64MB', false)"
+BULK_RESET = "SELECT set_config('gin_pending_list_limit', %s, false), set_config('work_mem', %s, false)"
 
 ENSURE_SESSION = """
 INSERT INTO session(id, agent, cwd, project, started_at, last_at, name, parent_session, source_path, author, host)
