@@ -36,9 +36,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ..core.text import QueryToken
+from ..core.text import QueryToken, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery
+from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
+    DF_EXACT_CAP,
+    DF_WINDOW,
     RARE_POSTINGS_BUDGET,
     RECENT_CANDIDATES,
     RECENT_WINDOW,
@@ -49,26 +52,22 @@ from .messages import (
     not_among,
 )
 from .messages import filter_sql as shared_filter_sql
+from .runs import DF_EXACT_CAP as RUN_DF_EXACT_CAP
+from .runs import RunHit, RunSearcher
 
 if TYPE_CHECKING:
     from ..storage.pg.store import PgStore
     from ..storage.store import Store
 
 
-PG_DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
-PG_DF_WINDOW = 10_000  # newest ids used to estimate the df of a very common token
+PG_DF_EXACT_CAP = DF_EXACT_CAP  # count postings exactly up to here, estimate above (as SQLite)
+PG_DF_WINDOW = DF_WINDOW  # newest ids used to estimate the df of a very common token (as SQLite)
 # the rare track's budget and the recent track's window are SQLite's (`messages`): the same plan,
 # the same candidates, the same hits
 PG_RARE_POSTINGS_BUDGET = RARE_POSTINGS_BUDGET
 PG_RECENT_WINDOW = RECENT_WINDOW
 WALK_FROM_EXPECTED = 4 * RECENT_CANDIDATES  # expected matches in the window above which walking wins
-# Inside a search's transaction. Token lookups go through the GIN index (a planner without fresh
-# statistics may otherwise scan the table, whose cost grows with the archive); no parallel workers
-# (starting two cost more than the few thousand postings a query reads, and the machine's other
-# core is busy with other queries).
-SEARCH_SETTINGS = (
-    "SELECT set_config('enable_seqscan', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)"
-)
+# (a search's settings, the counters and the newest ids: `PgStore.searching`, one round trip)
 
 
 @dataclass
@@ -134,15 +133,18 @@ class PgSearcher(Searcher):
         self._shares_at = -2
 
     def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
-        with self.pg.read():
-            self.pg.conn.execute(SEARCH_SETTINGS)
+        with self.pg.searching():
             return super().search(query, limit=limit, filters=filters)
 
     def where(self, filters: Filters) -> tuple[str, list[Any]]:
         return filter_sql(filters, self.pg)
 
     def plan(self, query: str) -> QueryPlan:
-        """The SQLite plan (same budgets), its document frequencies kept for the recent track's choice."""
+        """The SQLite plan (same budgets), its document frequencies counted in one statement first
+        (SQLite counts each in-process; here each would be a round trip), kept for the recent track."""
+        n_docs = self.pg.counters().get("indexed_docs", 0)
+        self.df_cache.check(n_docs)
+        self._frequencies(query_tokens(query) + surface_tokens(query), n_docs)
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
         return plan
@@ -155,31 +157,31 @@ class PgSearcher(Searcher):
         return self._shares
 
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
-        key = lexeme(token)  # `t:構` (as typed) apart from `构`
-        cached = self.df_cache.get(key)
+        cached = self.df_cache.get(lexeme(token))  # `t:構` (as typed) apart from `构`
         if cached is not None:
             return cached
-        if not indexable(token.text):
-            return 0  # longer than any lexeme the index holds
-        share = self.common_shares(n_docs).get(lexeme(token))
-        if share is not None and share * n_docs > PG_DF_EXACT_CAP:
-            estimate = int(share * n_docs)
-            self.df_cache.put(key, estimate)
-            return estimate
-        count = int(
-            self.pg.scalar(
-                "SELECT count(*) FROM (SELECT 1 FROM msg WHERE tokens @@ %s::tsquery LIMIT %s) capped",
-                (tsquery([token]), PG_DF_EXACT_CAP + 1),
-            )
-        )
-        if count > PG_DF_EXACT_CAP:
-            count = self._estimate_pg_df(token, n_docs)
-        self.df_cache.put(key, count)
-        return count
+        return self._frequencies([token], n_docs)[lexeme(token)]
 
-    def _estimate_pg_df(self, token: QueryToken, n_docs: int) -> int:
-        """Density of a very common token among the newest ids, scaled to the archive."""
-        return self.pg.estimate_df_from_window("msg", token, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
+    def _frequencies(self, tokens: list[QueryToken], n_docs: int) -> dict[str, int]:
+        """The document frequencies of tokens not cached yet, as SQLite makes them (`Searcher.
+        document_frequency`): exact up to `DF_EXACT_CAP`, above it the density among the newest
+        `DF_WINDOW` ids. The exact counts go in one statement; a token ANALYZE's statistics put far
+        past the cap is not counted (thousands of heap pages), only estimated."""
+        todo = {lexeme(t): t for t in tokens if self.df_cache.get(lexeme(t)) is None}
+        out = {key: 0 for key, t in todo.items() if not indexable(t.text)}  # longer than any lexeme
+        shares = self.common_shares(n_docs)
+        usable = [t for key, t in todo.items() if key not in out]
+        to_count = [t for t in usable if shares.get(lexeme(t), 0.0) * n_docs <= SURELY_PAST_CAP * PG_DF_EXACT_CAP]
+        counts = self.pg.capped_counts("msg", to_count, PG_DF_EXACT_CAP)
+        out.update({lexeme(t): n for t, n in zip(to_count, counts, strict=True)})
+        for t in usable:
+            if out.get(lexeme(t), PG_DF_EXACT_CAP + 1) > PG_DF_EXACT_CAP:
+                out[lexeme(t)] = self.pg.estimate_df_from_window(
+                    "msg", t, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1
+                )
+        for key, value in out.items():
+            self.df_cache.put(key, value)
+        return out
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare and not plan.exact_typed:
@@ -234,3 +236,33 @@ class PgSearcher(Searcher):
         for x in shares:
             share *= (1.0 - x) if use_or else x
         return PG_RECENT_WINDOW * ((1.0 - share) if use_or else share)
+
+
+class PgRunSearcher(RunSearcher):
+    """The summary track (`RunSearcher`) with PostgreSQL's way of running it: one transaction whose
+    settings, counters and newest ids are read in one round trip, and the run counts of a query's
+    tokens counted in one statement before the inherited code asks for them one at a time."""
+
+    def __init__(self, store: PgStore) -> None:
+        super().__init__(cast("Store", store))
+        self.pg = store
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since_ms: int | None = None,
+        session_id: str | None = None,
+        path: str | None = None,
+        kinds: tuple[str, ...] = (),
+        extra: tuple[str, list[Any]] = ("TRUE", []),
+        agent: str | None = None,
+        echoes: bool = False,
+    ) -> list[RunHit]:
+        with self.pg.searching():
+            self.df_cache.check(self.pg.counters().get("run_docs", 0))
+            todo = [t for t in query_tokens(query) if self.df_cache.get(t.text) is None]
+            for text, count in self.pg.run_summary_dfs(todo, RUN_DF_EXACT_CAP).items():
+                self.df_cache.put(text, count)
+            return super().search(query, limit, project, since_ms, session_id, path, kinds, extra, agent, echoes)

@@ -44,10 +44,24 @@ __all__ = ["PermissionDenied", "PgStore", "indexable", "lexeme", "pg_sql", "tsqu
 CONNECT_TIMEOUT_S = 10
 
 MIGRATION_LOCK = "pi_memory_migrate"
-RUN_DF_EXACT_CAP = 1_000  # run summaries holding a token, counted exactly up to here
-RUN_DF_WINDOW = 2_000  # newest run ids a more common token's count is estimated from
-RUN_WINDOW = 30_000  # the newest run ids searched for the other tokens
+# Run counts as SQLite makes them (`runindex.RUN_DF_WINDOW`, the searcher's cap): exact up to the cap,
+# above it the density among the newest 10,000 runs, so both backends weigh a token alike
+RUN_DF_WINDOW = 10_000  # newest run ids a more common token's count is estimated from
+RUN_WINDOW = 200_000  # the newest run ids searched for the other tokens (SQLite's FTS5 walks them all)
 RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above which the search walks the ids
+# A token ANALYZE found in more than this many times the exact cap's share of rows is past the cap
+# for certain: its exact count (a heap page a posting, thousands) is skipped, its estimate is made
+# as for any token past the cap. Closer to the cap, the sample's error could put it on either side.
+SURELY_PAST_CAP = 2.0
+# A search's settings, the counters and the newest message id, in one statement (`searching`): token
+# lookups go through the GIN indexes (a planner without fresh statistics may otherwise scan the table,
+# whose cost grows with the archive); no parallel workers (starting two cost more than the few
+# thousand postings a query reads, and the machine's other cores serve other queries).
+SEARCH_SNAPSHOT = """SELECT set_config('enable_seqscan', 'off', true),
+                            set_config('max_parallel_workers_per_gather', '0', true),
+                            c.indexed_docs, c.indexed_chars, c.run_docs, c.run_chars,
+                            (SELECT coalesce(max(id), 0) FROM msg), (SELECT coalesce(max(id), 0) FROM run)
+                     FROM counter c"""
 TOKEN_TABLES = ("msg", "run")  # the tables with a `tokens` tsvector under a GIN index
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
@@ -353,8 +367,48 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     # --- reads ------------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
+        if self._snapshot is not None:
+            return dict(self._snapshot[0])
         row = self.conn.execute(f"SELECT {', '.join(COUNTERS)} FROM counter").fetchone()
         return {name: int(value) for name, value in zip(COUNTERS, row, strict=True)} if row else {}
+
+    # (counters, newest message id, newest run id) read once by the search under way (`searching`)
+    _snapshot: tuple[dict[str, int], int, int] | None = None
+
+    @contextmanager
+    def searching(self) -> Iterator[None]:
+        """A search's read transaction: its settings, the counters and the newest ids in one round trip
+        (each round trip waits for the server: on a busy machine, for a core), kept until it ends."""
+        with self.read():
+            if self._snapshot is not None:  # nested: the outer search's
+                yield
+                return
+            row = self.conn.execute(SEARCH_SNAPSHOT).fetchone()
+            assert row is not None  # the counter row is always there (m001)
+            self._snapshot = ({n: int(v) for n, v in zip(COUNTERS, row[2:6], strict=True)}, int(row[6]), int(row[7]))
+            try:
+                yield
+            finally:
+                self._snapshot = None
+
+    def max_msg_id(self) -> int:
+        if self._snapshot is not None:
+            return self._snapshot[1]
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
+
+    def max_run_id(self) -> int:
+        if self._snapshot is not None:
+            return self._snapshot[2]
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0)
+
+    def capped_counts(self, table: str, tokens: Sequence[QueryToken], cap: int) -> list[int]:
+        """Rows of `table` holding each token, counted up to `cap` + 1, all in one statement."""
+        assert table in TOKEN_TABLES
+        if not tokens:
+            return []
+        sql = f"""SELECT (SELECT count(*) FROM (SELECT FROM {table} WHERE tokens @@ u.q::tsquery LIMIT %s) c)
+                  FROM unnest(%s::text[]) WITH ORDINALITY AS u(q, k) ORDER BY u.k"""
+        return [int(r[0]) for r in self.rows(sql, (cap + 1, [tsquery([t]) for t in tokens]))]
 
     def add_to_counters(self, deltas: dict[str, int]) -> None:
         """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
@@ -375,29 +429,29 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     def unindex_run_summary(self, run_id: int) -> None:
         self.conn.execute("UPDATE run SET tokens = ''::tsvector, ntokens = NULL WHERE id=%s", (run_id,))
 
-    # Bounded like message search (pg/search.py): a posting costs a heap page here, so a common
-    # token's run count is read from ANALYZE's statistics, or counted only up to RUN_DF_EXACT_CAP
-    # and estimated above from the newest RUN_DF_WINDOW runs; the recent track looks at a fixed
-    # window of the newest run ids, walking back along the ids when the tokens are frequent.
+    # Bounded like message search (search/pg.py): a posting costs a heap page here, so counts are
+    # batched, a token ANALYZE's statistics put far past the cap is not counted, and the recent
+    # track walks back along the run ids when the tokens are frequent.
 
     def run_summary_df(self, token: QueryToken, cap: int) -> int:
-        if not indexable(token.text):
-            return 0
-        runs = self.counters().get("run_docs", 0)
-        share = self._run_token_shares(runs).get(token.text)
-        if share is not None and share * runs > RUN_DF_EXACT_CAP:
-            count = int(share * runs)
-        else:
-            count = self._count_runs_holding(token, min(cap, RUN_DF_EXACT_CAP), runs)
-        self._run_df[token.text] = count
-        return count
+        return self.run_summary_dfs([token], cap)[token.text]
 
-    def _count_runs_holding(self, token: QueryToken, exact: int, runs: int) -> int:
-        sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
-        count = int(self.scalar(sql, (tsquery([token]), exact + 1)))
-        if count <= exact:
-            return count
-        return self.estimate_df_from_window("run", token, runs, RUN_DF_WINDOW, floor=exact + 1)
+    def run_summary_dfs(self, tokens: Sequence[QueryToken], cap: int) -> dict[str, int]:
+        """Runs whose summary holds each token, as SQLite counts them (`RunSummaryIndex.run_summary_df`):
+        exact up to `cap`, above it the density among the newest `RUN_DF_WINDOW` runs; the exact
+        counts in one statement, skipped for the tokens ANALYZE says are far past the cap."""
+        runs = self.counters().get("run_docs", 0)
+        shares = self._run_token_shares(runs)
+        out: dict[str, int] = {t.text: 0 for t in tokens if not indexable(t.text)}
+        usable = [t for t in tokens if indexable(t.text)]
+        surely_past = {t.text for t in usable if shares.get(t.text, 0.0) * runs > SURELY_PAST_CAP * cap}
+        to_count = [t for t in usable if t.text not in surely_past]
+        out.update({t.text: n for t, n in zip(to_count, self.capped_counts("run", to_count, cap), strict=True)})
+        for t in usable:
+            if out.get(t.text, cap + 1) > cap:
+                out[t.text] = self.estimate_df_from_window("run", t, runs, RUN_DF_WINDOW, floor=cap + 1)
+        self._run_df.update(out)
+        return out
 
     def _run_token_shares(self, runs: int) -> dict[str, float]:
         at, shares = self._run_shares
@@ -422,11 +476,12 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     def estimate_df_from_window(self, table: str, token: QueryToken, n_docs: int, window: int, floor: int) -> int:
         """Rows holding a frequent token: its density among the newest `window` ids, scaled to `n_docs`."""
         assert table in TOKEN_TABLES
-        top = int(self.scalar(f"SELECT coalesce(max(id), 0) FROM {table}") or 0)
+        top = self.max_msg_id() if table == "msg" else self.max_run_id()
         low = max(0, top - window)
-        # `IS TRUE` keeps the GIN index out: the window's rows are read by id, a bounded number
-        sql = f"SELECT count(*) FROM {table} WHERE id > %s AND (tokens @@ %s::tsquery) IS TRUE"
-        in_window = int(self.scalar(sql, (low, tsquery([token]))))
+        # the token's GIN bitmap ANDed with the window's range on the primary key (BitmapAnd): only
+        # the window's rows that hold it are visited, never the whole window nor all its postings
+        sql = f"SELECT count(*) FROM {table} WHERE tokens @@ %s::tsquery AND id > %s"
+        in_window = int(self.scalar(sql, (tsquery([token]), low)))
         docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
         return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
 
@@ -464,7 +519,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         usable = [t for t in tokens if indexable(t.text)]
         if not usable:
             return []
-        low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
+        low = max(0, self.max_run_id() - RUN_WINDOW)
         # `IS TRUE` hides the match from the GIN index: the plan walks back along the primary key
         # and stops at `limit` matches, instead of reading every match of the window first
         walk = self._expected_in_window(usable, all_of) >= RUN_WALK_FROM_EXPECTED * limit
