@@ -174,11 +174,9 @@ class PgSearcher(Searcher):
         to_count = [t for t in usable if shares.get(lexeme(t), 0.0) * n_docs <= SURELY_PAST_CAP * PG_DF_EXACT_CAP]
         counts = self.pg.capped_counts("msg", to_count, PG_DF_EXACT_CAP)
         out.update({lexeme(t): n for t, n in zip(to_count, counts, strict=True)})
-        for t in usable:
-            if out.get(lexeme(t), PG_DF_EXACT_CAP + 1) > PG_DF_EXACT_CAP:
-                out[lexeme(t)] = self.pg.estimate_df_from_window(
-                    "msg", t, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1
-                )
+        past = [t for t in usable if out.get(lexeme(t), PG_DF_EXACT_CAP + 1) > PG_DF_EXACT_CAP]
+        estimates = self.pg.estimate_dfs_from_window("msg", past, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
+        out.update({lexeme(t): n for t, n in zip(past, estimates, strict=True)})
         for key, value in out.items():
             self.df_cache.put(key, value)
         return out

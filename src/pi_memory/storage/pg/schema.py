@@ -589,6 +589,28 @@ MIGRATIONS.append(
         """
         ALTER TABLE msg ADD COLUMN ntokens integer;
         ALTER TABLE run ADD COLUMN ntokens integer;
+
+        -- how many of the rows after `low` hold each token (a frequent token's document frequency is
+        -- its density among the newest ids, as on SQLite): planned per token (EXECUTE) without index
+        -- scans, so the plan is the token's GIN bitmap ANDed with the id range, never a walk of the
+        -- range that reads every row's tokens
+        CREATE FUNCTION pi_memory_holders_since(tab text, queries text[], low bigint) RETURNS bigint[]
+          LANGUAGE plpgsql STABLE
+          SET enable_indexscan = off SET enable_seqscan = off SET max_parallel_workers_per_gather = 0 AS $$
+        DECLARE
+          counts bigint[] := '{}';
+          n bigint;
+          q text;
+        BEGIN
+          IF tab NOT IN ('msg', 'run') THEN
+            RAISE EXCEPTION 'no token table %', tab;
+          END IF;
+          FOREACH q IN ARRAY queries LOOP
+            EXECUTE format('SELECT count(*) FROM %I WHERE tokens @@ $1::tsquery AND id > $2', tab) INTO n USING q, low;
+            counts := counts || n;
+          END LOOP;
+          RETURN counts;
+        END $$;
         """,
     )
 )

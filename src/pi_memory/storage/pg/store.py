@@ -447,9 +447,9 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         surely_past = {t.text for t in usable if shares.get(t.text, 0.0) * runs > SURELY_PAST_CAP * cap}
         to_count = [t for t in usable if t.text not in surely_past]
         out.update({t.text: n for t, n in zip(to_count, self.capped_counts("run", to_count, cap), strict=True)})
-        for t in usable:
-            if out.get(t.text, cap + 1) > cap:
-                out[t.text] = self.estimate_df_from_window("run", t, runs, RUN_DF_WINDOW, floor=cap + 1)
+        past = [t for t in usable if out.get(t.text, cap + 1) > cap]
+        estimates = self.estimate_dfs_from_window("run", past, runs, RUN_DF_WINDOW, floor=cap + 1)
+        out.update({t.text: n for t, n in zip(past, estimates, strict=True)})
         self._run_df.update(out)
         return out
 
@@ -474,16 +474,24 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         return {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
 
     def estimate_df_from_window(self, table: str, token: QueryToken, n_docs: int, window: int, floor: int) -> int:
-        """Rows holding a frequent token: its density among the newest `window` ids, scaled to `n_docs`."""
+        return self.estimate_dfs_from_window(table, [token], n_docs, window, floor)[0]
+
+    def estimate_dfs_from_window(
+        self, table: str, tokens: Sequence[QueryToken], n_docs: int, window: int, floor: int
+    ) -> list[int]:
+        """Rows holding each frequent token: its density among the newest `window` ids, scaled to
+        `n_docs` (SQLite's estimate, `Searcher._estimate_df`). Counted by `pi_memory_holders_since`
+        (m012) in one round trip: the token's GIN bitmap ANDed with the window's range on the primary
+        key, so only the window's holders are visited (the planner, left to itself, walked the
+        window's rows and read every one's tokens: 46 ms for a token in 87% of 30k messages)."""
         assert table in TOKEN_TABLES
+        if not tokens:
+            return []
         top = self.max_msg_id() if table == "msg" else self.max_run_id()
         low = max(0, top - window)
-        # the token's GIN bitmap ANDed with the window's range on the primary key (BitmapAnd): only
-        # the window's rows that hold it are visited, never the whole window nor all its postings
-        sql = f"SELECT count(*) FROM {table} WHERE tokens @@ %s::tsquery AND id > %s"
-        in_window = int(self.scalar(sql, (tsquery([token]), low)))
+        counts = self.scalar("SELECT pi_memory_holders_since(%s, %s, %s)", (table, [tsquery([t]) for t in tokens], low))
         docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
-        return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
+        return [max(floor, min(n_docs, int(n_docs * int(c) / docs_in_window))) for c in counts]
 
     def run_summary_rare(
         self,
