@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     queries = corpus.queries()
     work = Path(tempfile.mkdtemp(prefix="pi-memory-bench-"))
     targets = {"sqlite": str(work / "bench.db"), "postgres": fresh_pg_schema(args.pg)}
-    results: dict[str, Any] = {b: {} for b in targets}
+    results: dict[str, Any] = {b: {} for b in targets}  # and "same": both backends' hits compared
     done = 0
     for size in sizes:
         files = write_sessions(corpus, work / f"upto-{size}", done, size - done, 1_760_000_000_000)
@@ -238,8 +238,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry.update(prefixed("summary_", measure_queries(target, queries, scope="summary")))
             results[backend][str(size)] = entry
             print(f"  {backend:8} {size:>8}: {json.dumps(entry)}", file=sys.stderr, flush=True)
+        results.setdefault("same", {})[str(size)] = same_hits(targets["sqlite"], targets["postgres"], queries)
+        print(f"  same hits and scores {size:>8}: {results['same'][str(size)]}", file=sys.stderr, flush=True)
         done = size
     return results
+
+
+def same_hits(lite_target: str, team_target: str, queries: list[tuple[str, str]]) -> dict[str, Any]:
+    """How many queries get the same hits with the same scores, in the same order, on both backends
+    (messages: session, seq, score; run summaries: session, start, score), and which do not."""
+    out: dict[str, Any] = {}
+    with Archive.open(lite_target) as lite, Archive.open(team_target) as team:
+        for scope in ("content", "summary"):
+            differ = [q for _kind, q in queries if _hit_keys(lite, q, scope) != _hit_keys(team, q, scope)]
+            out[scope] = f"{len(queries) - len(differ)}/{len(queries)}"
+            if differ:
+                out[f"{scope}_differ"] = differ
+    return out
+
+
+def _hit_keys(archive: Any, query: str, scope: str) -> list[tuple[Any, ...]]:
+    hits = archive.search(query, limit=10, scope=scope)
+    if scope == "summary":
+        return [(h.run.session_id, h.run.start_ts, h.score) for h in hits]
+    return [(h.session_id, h.seq, h.score) for h in hits]
 
 
 def stats_runs(target: str) -> int:
@@ -251,6 +273,8 @@ def table(results: dict[str, Any], sizes: list[str]) -> str:
     head = "backend   size      import msg/s  p50 ms  p95 ms  max ms  bytes/msg    runs  runs p50  runs p95  runs max"
     lines = [head, "-" * len(head)]
     for backend, by_size in results.items():
+        if backend == "same":
+            continue
         for size in sizes:
             r = by_size[size]
             lines.append(
@@ -262,6 +286,15 @@ def table(results: dict[str, Any], sizes: list[str]) -> str:
         ratio = last["p95_ms"] / max(first["p95_ms"], 0.01)
         runs_ratio = last["summary_p95_ms"] / max(first["summary_p95_ms"], 0.01)
         lines.append(f"{backend:9} p95({sizes[-1]})/p95({sizes[0]}) = {ratio:.2f}, run summaries {runs_ratio:.2f}")
+    for size in sizes:
+        lite, team = results["sqlite"][size], results["postgres"][size]
+        same = results.get("same", {}).get(size, {})
+        lines.append(
+            f"{size:>8}: postgres/sqlite import {team['import_msgs_per_s'] / max(lite['import_msgs_per_s'], 1):.2f}, "
+            f"p95 {team['p95_ms'] / max(lite['p95_ms'], 0.01):.2f}, summary p95 "
+            f"{team['summary_p95_ms'] / max(lite['summary_p95_ms'], 0.01):.2f}; same hits and scores: "
+            f"messages {same.get('content')}, summaries {same.get('summary')}"
+        )
     return "\n".join(lines)
 
 
@@ -288,7 +321,8 @@ def main() -> None:
         "corpus": {"seed": args.seed, "messages_per_session": SESSION_MESSAGES, "passes": PASSES},
         "results": results,
         "p95_ratio": {
-            b: round(results[b][sizes[-1]]["p95_ms"] / max(results[b][sizes[0]]["p95_ms"], 0.01), 2) for b in results
+            b: round(results[b][sizes[-1]]["p95_ms"] / max(results[b][sizes[0]]["p95_ms"], 0.01), 2)
+            for b in ("sqlite", "postgres")
         },
         "table": text.splitlines(),
     }

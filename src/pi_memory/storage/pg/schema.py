@@ -590,6 +590,13 @@ MIGRATIONS.append(
         ALTER TABLE msg ADD COLUMN ntokens integer;
         ALTER TABLE run ADD COLUMN ntokens integer;
 
+        -- tokens kept in the row (compressed), not in the TOAST table: the plans that read a row's
+        -- tokens (the recent track's walk back along the ids, a window count) decompress them in
+        -- place instead of fetching their chunks (30k messages, a token in 87% of the newest
+        -- 10,000: 26 -> 10 ms; the text goes out of line first). Rows written from now on.
+        ALTER TABLE msg ALTER COLUMN tokens SET STORAGE MAIN;
+        ALTER TABLE run ALTER COLUMN tokens SET STORAGE MAIN;
+
         -- how many of the rows after `low` hold each token (a frequent token's document frequency is
         -- its density among the newest ids, as on SQLite): planned per token (EXECUTE) without index
         -- scans, so the plan is the token's GIN bitmap ANDed with the id range, never a walk of the
