@@ -5,27 +5,29 @@ tokens are rare, which common), the exact re-rank (`ranking.score_text`),
 recency tie-breaks and snippets are inherited unchanged, so both backends
 return the same hits in the same order.
 
-- Document frequency: a common token's comes from PostgreSQL's own statistics
-  (ANALYZE keeps the most common tsvector elements and their frequencies,
-  `pg_stats.most_common_elems`), loaded once per process; any other token's is
-  `count(*)` over at most `PG_DF_EXACT_CAP + 1` rows holding it
-  (`tokens @@ 't'::tsquery`), estimated from the newest `PG_DF_WINDOW` ids above
-  the cap (only before the first ANALYZE). Counting visits a heap page per
-  posting, so reading the frequent ones from statistics is what keeps a fresh
-  process's first query fast. Cached per process like the SQLite searcher's.
-- Rare track: the full postings of the rarest tokens within a fixed budget,
-  summed by idf weight in SQL, best `RARE_CANDIDATES` kept.
+- Document frequency: as SQLite makes it (`Searcher.document_frequency`), exact
+  up to `DF_EXACT_CAP`, above it the density among the newest `DF_WINDOW` ids,
+  cached per process the same way. The tokens of a query not cached yet are
+  counted in one statement (`PgStore.capped_counts`) and those past the cap
+  estimated in another (`PgStore.estimate_dfs_from_window`): each would be a
+  round trip. ANALYZE's statistics (`pg_stats.most_common_elems`) only say
+  which tokens are far past the cap and need no exact count (a count visits a
+  heap page per posting).
+- Rare track: the full postings of the rarest tokens within SQLite's budget,
+  summed by idf weight in SQL, best `RARE_CANDIDATES` kept; echoes left out by
+  the row's flag, so each token is one positive GIN term (no recheck).
 - Recent track: the newest ids holding all common anchors, within the newest
   `PG_RECENT_WINDOW` ids (`ORDER BY id DESC LIMIT k`). When the anchors are
   expected in many rows of the window, the newest rows are walked backwards
   along the primary key and stop after k matches; when they are expected in
-  few, the GIN index finds them. Either way at most the window is read.
+  few, the GIN index finds them. The same ids either way.
 
-The budgets are smaller than SQLite's (`PG_*` below): FTS5 reads a posting
-from the index alone, while PostgreSQL visits the row's heap page for each
-one (about ten times the cost, see bench/results/pg_scale_text_array.json), so
-the same time bound allows fewer postings. Below the budgets both backends
-pick the same candidates and return identical hits.
+The budgets are SQLite's: both backends pick the same candidates and return
+the same hits with the same scores (bench/pg_scale.py compares them). A search
+runs in one transaction whose settings, counters and newest ids are read in
+one round trip (`PgStore.searching`); statements are prepared at first use.
+`PgRunSearcher` runs the summary track (`search.runs.RunSearcher`) the same way.
+See docs/team-archive.md for the measurements and the plans.
 
 Search filters add who wrote a message: `mine` (the connected role), `team`
 (members of a PostgreSQL group role) and `authors` (display names).

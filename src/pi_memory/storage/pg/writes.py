@@ -560,29 +560,36 @@ class PgWrites:
         """Around a bulk write (an import, a push): the token indexes' pending lists merged as it goes,
         by a second connection (`PendingMerger`: the server merges on one core while this one writes
         on the other), and once more at its end, so the searches after it read sorted posting lists
-        only (see `flush_token_indexes`)."""
+        only (see `flush_token_indexes`). The second connection is opened once `MERGE_EVERY`
+        messages were written: an import of a few files (the bridge's, a `watch` catch-up) never
+        opens it."""
         before = self.conn.execute(
             "SELECT current_setting('gin_pending_list_limit'), current_setting('work_mem')"
         ).fetchone()
         self.conn.execute(BULK_SETTINGS)
-        self._merger = PendingMerger.start(self.url)
+        self._bulk, self._unmerged = True, 0
         try:
             yield
         finally:
+            self._bulk = False
             merger, self._merger = self._merger, None
             if merger is not None:
                 merger.close()
             self.conn.execute(BULK_RESET, before)
             self.flush_token_indexes()
 
+    _bulk = False  # inside `merging_in_steps`
     _merger: PendingMerger | None = None
     _unmerged = 0  # messages written since the merger was last woken
 
     def _wrote(self, messages: int) -> None:
         """After a committed write transaction: wake the merger every `MERGE_EVERY` messages."""
         self._unmerged += messages
-        if self._merger is not None and self._unmerged >= MERGE_EVERY:
-            self._merger.wake()
+        if self._bulk and self._unmerged >= MERGE_EVERY:
+            if self._merger is None:
+                self._merger = PendingMerger.start(self.url)
+            if self._merger is not None:
+                self._merger.wake()
             self._unmerged = 0
 
     def flush_token_indexes(self) -> int:
