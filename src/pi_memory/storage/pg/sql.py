@@ -6,6 +6,7 @@ Shared by `store` (the connection and reads) and `writes` (the write path).
 from __future__ import annotations
 
 import json
+import logging
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -26,7 +27,13 @@ def driver() -> Any:
         import psycopg
     except ImportError:
         raise ArchiveError("a PostgreSQL archive needs the psycopg driver: pip install 'pi-memory[pg]'") from None
+    # psycopg logs a warning when a failed `executemany` (pipeline mode) is torn down after its error
+    # was raised; without a handler Python prints it to stderr beside our one-line error
+    logging.getLogger("psycopg").addHandler(_QUIET)
     return psycopg
+
+
+_QUIET = logging.NullHandler()  # added once: `addHandler` ignores a handler it already has
 
 
 def pg_text(value: str) -> str:
