@@ -591,33 +591,12 @@ MIGRATIONS.append(
         ALTER TABLE run ADD COLUMN ntokens integer;
 
         -- tokens kept in the row (compressed), not in the TOAST table: the plans that read a row's
-        -- tokens (the recent track's walk back along the ids, a window count) decompress them in
-        -- place instead of fetching their chunks (30k messages, a token in 87% of the newest
-        -- 10,000: 26 -> 10 ms; the text goes out of line first). Rows written from now on.
+        -- tokens (the recent track's walk back along the ids, a frequent token's count among the
+        -- newest ids) decompress them in place instead of fetching their chunks (30k messages, a
+        -- token in 87% of the newest 10,000: 26 -> 10 ms; the text goes out of line first). Rows
+        -- written from now on.
         ALTER TABLE msg ALTER COLUMN tokens SET STORAGE MAIN;
         ALTER TABLE run ALTER COLUMN tokens SET STORAGE MAIN;
-
-        -- how many of the rows after `low` hold each token (a frequent token's document frequency is
-        -- its density among the newest ids, as on SQLite): planned per token (EXECUTE) without index
-        -- scans, so the plan is the token's GIN bitmap ANDed with the id range, never a walk of the
-        -- range that reads every row's tokens
-        CREATE FUNCTION pi_memory_holders_since(tab text, queries text[], low bigint) RETURNS bigint[]
-          LANGUAGE plpgsql STABLE
-          SET enable_indexscan = off SET enable_seqscan = off SET max_parallel_workers_per_gather = 0 AS $$
-        DECLARE
-          counts bigint[] := '{}';
-          n bigint;
-          q text;
-        BEGIN
-          IF tab NOT IN ('msg', 'run') THEN
-            RAISE EXCEPTION 'no token table %', tab;
-          END IF;
-          FOREACH q IN ARRAY queries LOOP
-            EXECUTE format('SELECT count(*) FROM %I WHERE tokens @@ $1::tsquery AND id > $2', tab) INTO n USING q, low;
-            counts := counts || n;
-          END LOOP;
-          RETURN counts;
-        END $$;
         """,
     )
 )
