@@ -3,6 +3,8 @@
 Usage:
     python bench/pg_scale.py --pg postgresql://user:pass@127.0.0.1:5432/db [--sizes 30000,300000]
                              [--out bench/results/pg_scale.json]
+    python bench/pg_scale.py --pg 'postgresql://...?options=-csearch_path%3Dbench_x' --reuse /tmp/.../bench.db
+                             [--rounds 2] --out bench/results/pg_scale_reuse.json
 
 A synthetic bilingual corpus (Zipf-distributed Chinese words, English words,
 identifiers; deterministic from --seed) is written as pi session files, then
@@ -13,6 +15,11 @@ words and phrases, identifiers, mixed and long questions) run twice on a fresh
 archive object (cold df cache, then warm); every latency is recorded. After a
 PostgreSQL import the bench runs ANALYZE (timed), as autovacuum would. Prints a
 table and writes the figures as JSON.
+
+`--reuse SQLITE_FILE` measures the queries only, on archives an earlier run built (the SQLite file
+it names, the schema in --pg's search_path): both backends alternated for --rounds rounds, so a
+server setting (`shared_buffers`, recorded with the results) can be compared on the same archives
+without importing them again.
 
 PGPASSWORD or ~/.pgpass work as usual; the URL printed is redacted.
 """
@@ -210,6 +217,42 @@ def analyze(url: str) -> float:
         return round(time.perf_counter() - t, 1)
 
 
+def server_settings(url: str) -> dict[str, str]:
+    """The server settings that decide how often a posting's heap page is read from the OS."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('shared_buffers', 'server_version')"
+        ).fetchall()
+    return {str(name): str(value) for name, value in rows}
+
+
+def reuse(args: argparse.Namespace) -> dict[str, Any]:
+    """Queries only on archives built before: both backends alternated, `--rounds` rounds."""
+    queries = Corpus(args.seed).queries()
+    out: dict[str, Any] = {}
+    for k in range(args.rounds):
+        for backend, target in (("sqlite", args.reuse), ("postgres", args.pg)):
+            for scope in ("content", "summary"):
+                figures = measure_queries(target, queries, scope)
+                del figures["max_by_kind_ms"]
+                out[f"round{k + 1} {backend} {scope}"] = figures
+                print(f"  round {k + 1} {backend:8} {scope:7} {json.dumps(figures)}", file=sys.stderr, flush=True)
+    return out
+
+
+def reuse_table(results: dict[str, Any]) -> str:
+    head = "round  backend   scope    p50 ms  p95 ms  max ms  warm p95"
+    lines = [head, "-" * len(head)]
+    for key, r in results.items():
+        rnd, backend, scope = key.split()
+        lines.append(
+            f"{rnd:6} {backend:9} {scope:7} {r['p50_ms']:>7} {r['p95_ms']:>7} {r['max_ms']:>7} {r['warm_p95_ms']:>9}"
+        )
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",")]
     corpus = Corpus(args.seed)
@@ -308,10 +351,27 @@ def main() -> None:
     parser.add_argument("--sizes", default="30000,300000")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="bench/results/pg_scale.json")
+    parser.add_argument("--reuse", metavar="SQLITE_FILE", help="measure queries only on archives built before")
+    parser.add_argument("--rounds", type=int, default=2, help="with --reuse: rounds of both backends")
     args = parser.parse_args()
     if not args.pg:
         parser.error("give --pg URL or set PI_MEMORY_TEST_PG")
     commit = git_commit()  # what is measured: the code as it is when the run starts
+    if args.reuse:
+        results = reuse(args)
+        text = reuse_table(results)
+        print(text)
+        write(
+            args.out,
+            {
+                "benchmark": "pg_scale_reuse",
+                "commit": commit,
+                **about(args),
+                "results": results,
+                "table": text.splitlines(),
+            },
+        )
+        return
     results = run(args)
     sizes = [s.strip() for s in args.sizes.split(",")]
     text = table(results, sizes)
@@ -319,9 +379,7 @@ def main() -> None:
     out = {
         "benchmark": "pg_scale",
         "commit": commit,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
-        "pg": redact(args.pg),
+        **about(args),
         "corpus": {"seed": args.seed, "messages_per_session": SESSION_MESSAGES, "passes": PASSES},
         "results": results,
         "p95_ratio": {
@@ -330,8 +388,21 @@ def main() -> None:
         },
         "table": text.splitlines(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write(args.out, out)
+
+
+def about(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
+        "pg": redact(args.pg),
+        "server": server_settings(args.pg),
+    }
+
+
+def write(path: str, out: dict[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

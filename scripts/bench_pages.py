@@ -41,6 +41,7 @@ WHAT = {
     "packed-search": "what packed text costs a search (`bench/packed_search.py`)",
     "pg_scale": "the scale benchmark on PostgreSQL beside SQLite (`bench/pg_scale.py`)",
     "pg_shards": "sharding the team archive by workspace, simulated on one server (`bench/pg_shards.py`)",
+    "pg_scale_reuse": "the queries of `bench/pg_scale.py` again on its archives, both backends alternated, with a server setting changed (`--reuse`)",
     "quality": "ranking quality: R@k and MRR@10 per query set against bm25 baselines (`bench/quality.py`)",
     "review": "`pi-memory review` time and memory (`bench/review_bench.py`)",
     "run-index-ab": "run summaries in their own index or the messages' (`bench/` A/B, reverted)",
