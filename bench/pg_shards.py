@@ -16,7 +16,10 @@ distribution column gives).
 It measures: import wall time and rate, single server against K concurrent shard imports;
 search p50/p95/max (cold then warm pass, as pg_scale.py) on the single server, fanned out to
 every shard, and scoped to one workspace (single server with the filter against its shard
-alone); how many fanned-out top-10s hold the single server's hits, and with the same scores.
+alone); how many fanned-out top-10s hold the single server's hits, and with the same scores, for
+three coordinators: each shard's own search merged by score (naive), the same with the global
+statistics of round 1, and the plan's three rounds (statistics, the global cut of the candidates,
+one scoring).
 
 What it does not show: the network between coordinator and workers (here a loopback socket),
 K machines' own CPUs, memory and disks (here K schemas share 2 cores and one buffer cache, so
@@ -36,7 +39,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +50,17 @@ from common import git_commit  # noqa: E402
 from pg_scale import Corpus, analyze, fresh_pg_schema, write_sessions  # noqa: E402
 
 from pi_memory import Archive  # noqa: E402
-from pi_memory.core.text import query_tokens, surface_tokens  # noqa: E402
+from pi_memory.core import ranking, scoring  # noqa: E402
+from pi_memory.core.text import normalize, query_tokens, surface_tokens, typed_forms, typed_runs  # noqa: E402
+from pi_memory.search.messages import (  # noqa: E402
+    RARE_CANDIDATES,
+    RECENT_ANCHORS,
+    RECENT_BEHIND_FULL_RARE,
+    RECENT_CANDIDATES,
+    SCORE_DIGITS,
+    Filters,
+    without_surface,
+)
 from pi_memory.storage.pg import redact  # noqa: E402
 from pi_memory.storage.pg.sql import lexeme  # noqa: E402
 
@@ -89,12 +104,11 @@ def fanned_out(archives: list[Any], pool: ThreadPoolExecutor, query: str, **kw: 
     return sorted(hits, key=lambda h: (h.score, h.ts, h.msg_id), reverse=True)[:10]
 
 
-def two_phase(stats: list[Any], archives: list[Any], pool: ThreadPoolExecutor, query: str) -> list[Any]:
-    """A fan-out with the archive's global statistics: first every shard's document frequencies of
-    the query's tokens and its document count (`stats`: one archive object a shard), summed; then
-    every shard searches with those (`archives`: their df caches seeded, their document count the
-    sum), and the hits are merged by score. What a coordinator does so that a sharded archive ranks
-    as one server would."""
+def global_statistics(stats: list[Any], pool: ThreadPoolExecutor, query: str) -> tuple[dict[str, int], int, float]:
+    """Round 1 of a coordinator: every shard's document frequencies of the query's tokens, its
+    document count and its mean length (`stats`: one archive object a shard), summed (the mean
+    weighed by the shards' sizes: one server reads its newest 500 messages; the shards' ids are not
+    one sequence, so no newest 500 of all exists)."""
 
     def local(a: Any) -> tuple[dict[str, int], int, float]:
         with a.pg.searching():
@@ -103,30 +117,138 @@ def two_phase(stats: list[Any], archives: list[Any], pool: ThreadPoolExecutor, q
 
     parts = list(pool.map(local, stats))
     n_docs = sum(n for _df, n, _avg in parts)
-    # the mean length BM25 divides by: the shards' means weighed by their sizes (one server reads its
-    # newest 500 messages; the shards' ids are not one sequence, so no newest 500 of all exists)
     mean = sum(avg * n for _df, n, avg in parts) / max(n_docs, 1)
     df: dict[str, int] = {}
     for part, _n, _avg in parts:
         for text, count in part.items():
             df[text] = df.get(text, 0) + count
-    tokens = query_tokens(query) + surface_tokens(query)
+    return df, n_docs, mean
+
+
+@contextmanager
+def seeded(a: Any, query: str, df: dict[str, int], n_docs: int, mean: float) -> Iterator[None]:
+    """A shard's searcher with the archive's global statistics: its df cache seeded, its document
+    count the sum, its mean length the weighed mean."""
+    real = a.pg.counters
+    a.pg.counters = lambda: {**real(), "indexed_docs": n_docs}
+    try:
+        a.searcher.df_cache.check(n_docs)
+        for t in query_tokens(query) + surface_tokens(query):
+            if t.text in df:
+                a.searcher.df_cache.put(lexeme(t), df[t.text])
+        a.searcher._avg = (a.searcher.df_cache.generation, mean)
+        yield
+    finally:
+        a.pg.counters = real
+
+
+def two_phase(stats: list[Any], archives: list[Any], pool: ThreadPoolExecutor, query: str) -> list[Any]:
+    """A fan-out with the archive's global statistics (round 1), then every shard's own search with
+    them (`archives`) and the hits merged by score: round 2's global cut left out."""
+    df, n_docs, mean = global_statistics(stats, pool, query)
 
     def search(a: Any) -> list[Any]:
-        real = a.pg.counters
-        a.pg.counters = lambda: {**real(), "indexed_docs": n_docs}
-        try:
-            a.searcher.df_cache.check(n_docs)
-            for t in tokens:
-                if t.text in df:
-                    a.searcher.df_cache.put(lexeme(t), df[t.text])
-            a.searcher._avg = (a.searcher.df_cache.generation, mean)
+        with seeded(a, query, df, n_docs, mean):
             return list(a.search(query, limit=10))
-        finally:
-            a.pg.counters = real
 
     hits = [h for part in pool.map(search, archives) for h in part]
     return sorted(hits, key=lambda h: (h.score, h.ts, h.msg_id), reverse=True)[:10]
+
+
+def three_rounds(stats: list[Any], archives: list[Any], pool: ThreadPoolExecutor, query: str) -> list[Any]:
+    """The plan's coordinator in full. Round 1: the global statistics. Round 2: every shard's
+    candidates with what ranks them (the rare track's weight sums, the recent track's times), of
+    which the coordinator keeps what one server would (the best `RARE_CANDIDATES` sums, the newest
+    holders of the common anchors). Round 3: those candidates' rows scored once with the global
+    statistics, merged by score. Ties go to the newer message (one server breaks them by id, which
+    is insertion order there; across shards the time is). Returns (session_id, seq, ts, score) rows."""
+    df, n_docs, mean = global_statistics(stats, pool, query)
+    norm = normalize(query)
+
+    def candidates(a: Any) -> dict[str, Any]:
+        s = a.searcher
+        with seeded(a, query, df, n_docs, mean), a.pg.searching():
+            plan = s.plan(query)
+            if not plan.rare and not plan.common:
+                return {"plan": plan}
+            weights = ranking.token_weights(plan.tokens + plan.surface, plan.df, plan.n_docs, norm)
+            s.rare_candidates = RARE_CANDIDATES
+            rare = _rare_with_sums(s, plan, weights)
+            anchors = without_surface(plan.common)[:RECENT_ANCHORS]
+            recent = s._recent_candidates(anchors, Filters(), RECENT_CANDIDATES) if anchors else []
+            either = s._recent_candidates(anchors, Filters(), RECENT_CANDIDATES, True) if anchors else []
+            times = _times(a, [i for i, _w in rare] + recent + either)
+        return {
+            "plan": plan,
+            "weights": weights,
+            "anchors": anchors,
+            "rare": [(w, times[i], i) for i, w in rare],
+            "recent": [(times[i], i) for i in recent],
+            "either": [(times[i], i) for i in either],
+        }
+
+    parts = list(pool.map(candidates, archives))
+    plan = parts[0]["plan"]
+    if not plan.rare and not plan.common:
+        return []
+    rare = sorted(((w, ts, k, i) for k, p in enumerate(parts) for w, ts, i in p["rare"]), reverse=True)
+    chosen = [(k, i) for _w, _ts, k, i in rare[:RARE_CANDIDATES]]
+    if parts[0]["anchors"]:
+        limit = RECENT_BEHIND_FULL_RARE if len(chosen) >= RARE_CANDIDATES else RECENT_CANDIDATES
+        recent = sorted(((ts, k, i) for k, p in enumerate(parts) for ts, i in p["recent"]), reverse=True)
+        if not recent and not chosen:
+            recent = sorted(((ts, k, i) for k, p in enumerate(parts) for ts, i in p["either"]), reverse=True)
+        chosen += [(k, i) for _ts, k, i in recent[:limit] if (k, i) not in chosen]
+    weights = parts[0]["weights"]
+    matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
+    prepared = scoring.prepare(matched, weights, norm, typed_forms(query), typed_runs(query))
+
+    def score(k: int) -> list[tuple[Any, dict[str, Any]]]:
+        ids = [i for kk, i in chosen if kk == k]
+        if not ids:
+            return []
+        s = archives[k].searcher
+        with seeded(archives[k], query, df, n_docs, mean), archives[k].pg.searching():
+            rows = s._fetch(ids, Filters())
+            lengths = s._token_lengths([int(r["id"]) for r in rows], {int(r["id"]): r["text"] for r in rows})
+        results = scoring.score_documents(
+            [r["lower"] for r in rows], [lengths[int(r["id"])] for r in rows], mean, prepared
+        )
+        return list(zip(results, rows, strict=True))
+
+    scored = [(res, row) for part in pool.map(score, range(len(archives))) for res, row in part if res.score > 0]
+    if any(res.meaningful for res, _row in scored):
+        scored = [(res, row) for res, row in scored if res.meaningful]
+    out = [(row["session_id"], row["seq"], row["ts"], round(res.score, SCORE_DIGITS)) for res, row in scored]
+    return sorted(out, key=lambda h: (h[3], h[2]), reverse=True)[:10]
+
+
+def _rare_with_sums(searcher: Any, plan: Any, weights: dict[str, float]) -> list[tuple[int, float]]:
+    """The shard's rare-track candidates with their weight sums (the searcher's own statement,
+    asked for the sum beside the id)."""
+    real, got = searcher.pg.rows, []
+
+    def rows(sql: str, params: Any = ()) -> list[Any]:
+        head = "SELECT c.id FROM (SELECT id, sum(w) AS s"
+        if sql.startswith(head):
+            out = real(sql.replace("SELECT c.id FROM", "SELECT c.id, c.s FROM", 1), params)
+            got.extend(out)
+            return out
+        return real(sql, params)
+
+    searcher.pg.rows = rows
+    try:
+        searcher._rare_candidates(plan, weights, Filters())
+    finally:
+        del searcher.pg.rows
+    return [(int(i), float(w)) for i, w in got]
+
+
+def _times(a: Any, ids: list[int]) -> dict[int, int]:
+    if not ids:
+        return {}
+    sql = f"SELECT id, ts FROM msg WHERE {a.store.sql_in_list('id')}"
+    return {int(i): int(ts) for i, ts in a.store.rows(sql, (a.store.list_param(sorted(set(ids))),))}
 
 
 def latencies(run: Any, queries: list[tuple[str, str]]) -> dict[str, Any]:
@@ -168,6 +290,15 @@ def measure(single_url: str, shard_urls: list[str], queries: list[tuple[str, str
     finally:
         for a in archives + stats:
             a.close()
+    archives, stats = [Archive.open(u) for u in shard_urls], [Archive.open(u) for u in shard_urls]
+    try:
+        for a in archives + stats:
+            a.preload_search()
+        with ThreadPoolExecutor(max_workers=shards) as pool:
+            out["fan_out_three_rounds"] = latencies(lambda q: three_rounds(stats, archives, pool, q), queries)
+    finally:
+        for a in archives + stats:
+            a.close()
     # a search inside one workspace: the single server filters, the sharded layout asks one shard
     scoped = [(kind, q) for kind, q in queries[::2]]
     with Archive.open(single_url) as single:
@@ -185,37 +316,45 @@ def agreement(single_url: str, shard_urls: list[str], queries: list[tuple[str, s
     same order, and the largest relative difference of a shared hit's score."""
     counts = {
         mode: {"same_hits": 0, "same_order": 0, "overlap": 0.0, "max_score_diff": 0.0, "tenth_not_lower": 0}
-        for mode in ("naive", "global_stats")
+        for mode in ("naive", "global_stats", "three_rounds")
     }
     archives = [Archive.open(u) for u in shard_urls]
     stats = [Archive.open(u) for u in shard_urls]
-    seeded = [Archive.open(u) for u in shard_urls]
+    seeded_shards = [Archive.open(u) for u in shard_urls]
+    full = [Archive.open(u) for u in shard_urls]
+    full_stats = [Archive.open(u) for u in shard_urls]
     try:
         with Archive.open(single_url) as single, ThreadPoolExecutor(max_workers=len(archives)) as pool:
             for _kind, q in queries:
                 a = [((h.session_id, h.seq), h.score) for h in single.search(q, limit=10)]
                 for mode, hits in (
                     ("naive", fanned_out(archives, pool, q)),
-                    ("global_stats", two_phase(stats, seeded, pool, q)),
+                    ("global_stats", two_phase(stats, seeded_shards, pool, q)),
                 ):
                     b = [((h.session_id, h.seq), h.score) for h in hits]
-                    c = counts[mode]
-                    c["same_hits"] += {k for k, _ in a} == {k for k, _ in b}
-                    c["same_order"] += [k for k, _ in a] == [k for k, _ in b]
-                    c["overlap"] += len({k for k, _ in a} & {k for k, _ in b}) / max(len(a), 1) / len(queries)
-                    # the shards together score more candidates than one server: is their 10th hit as good?
-                    c["tenth_not_lower"] += bool(a) and bool(b) and b[-1][1] >= 0.99 * a[-1][1]
-                    theirs = dict(b)
-                    for key, score in a:
-                        if key in theirs and score:
-                            c["max_score_diff"] = max(c["max_score_diff"], abs(theirs[key] - score) / score)
+                    _agree(counts[mode], a, b, len(queries))
+                b = [((sid, seq), score) for sid, seq, _ts, score in three_rounds(full_stats, full, pool, q)]
+                _agree(counts["three_rounds"], a, b, len(queries))
     finally:
-        for a in archives + stats + seeded:
-            a.close()
+        for x in archives + stats + seeded_shards + full + full_stats:
+            x.close()
     for c in counts.values():
         c["max_score_diff"] = round(c["max_score_diff"], 4)
         c["overlap"] = round(c["overlap"], 3)
     return {"queries": len(queries), **counts}
+
+
+def _agree(c: dict[str, Any], a: list[Any], b: list[Any], queries: int) -> None:
+    """One query's fanned-out top 10 (`b`) against the single server's (`a`), added to `c`."""
+    c["same_hits"] += {k for k, _ in a} == {k for k, _ in b}
+    c["same_order"] += [k for k, _ in a] == [k for k, _ in b]
+    c["overlap"] += len({k for k, _ in a} & {k for k, _ in b}) / max(len(a), 1) / queries
+    # the shards together may score more candidates than one server: is their 10th hit as good?
+    c["tenth_not_lower"] += bool(a) and bool(b) and b[-1][1] >= 0.99 * a[-1][1]
+    theirs = dict(b)
+    for key, score in a:
+        if key in theirs and score:
+            c["max_score_diff"] = max(c["max_score_diff"], abs(theirs[key] - score) / score)
 
 
 def main() -> None:
@@ -297,11 +436,18 @@ def report(
         f"import: single {results['import']['single_msgs_per_s']} msg/s, "
         f"{args.shards} concurrent shard imports {results['import']['sharded_msgs_per_s']} msg/s",
     ]
-    for mode in ("single", "fan_out", "fan_out_global_stats", "scoped_single", "scoped_one_shard"):
+    for mode in (
+        "single",
+        "fan_out",
+        "fan_out_global_stats",
+        "fan_out_three_rounds",
+        "scoped_single",
+        "scoped_one_shard",
+    ):
         r = results[mode]
         lines.append(f"{mode:17} p50 {r['p50_ms']:7} p95 {r['p95_ms']:7} max {r['max_ms']:7} ms")
     ag = results["agreement"]
-    for mode in ("naive", "global_stats"):
+    for mode in ("naive", "global_stats", "three_rounds"):
         c = ag[mode]
         lines.append(
             f"fan-out ({mode}) top 10 against the single server's: same hits {c['same_hits']}/{ag['queries']}, "
