@@ -17,7 +17,6 @@ from functools import lru_cache
 from typing import Any
 
 ROOT_MIN = 3  # a shorter start would find most words of a text, each to be stemmed
-_WORD_END = re.compile(r"[a-z]*")
 
 
 @lru_cache(maxsize=1)
