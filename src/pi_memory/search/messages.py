@@ -69,6 +69,13 @@ DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common tok
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
 # best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
 RARE_CANDIDATES = 30
+# A short query's rare tokens typed in their folded spelling are read once more, as typed
+# (`QueryPlan.exact`): the messages holding no other spelling rank first in the rare track's cut.
+# Only a short one's (a word or two, `车`, `發現`): each such part costs a subquery over the typed-
+# script index, and a long Chinese question typed in simplified script has one for nearly every
+# token (search_bench, 300k: its rare track took 9.8 ms a question with them, 3.3 without; R@1 the
+# same on every set of bench/quality.py with none at all, 150 each, zh-exact and script-* included).
+EXACT_PARTS_TOKENS = 4
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 # ... when the rare track found a full set already: a question's common words (`的`, `是`, `what`)
@@ -296,11 +303,12 @@ class Searcher:
         if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
+        as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
         for t in plan.rare:
             table, expr = fts_index(t, filters.include_echoes)
             parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
             params += [weights[t.text], expr]
-            if t.text in plan.exact:  # as typed: once more for the messages holding no other spelling
+            if t.text in as_typed:  # as typed: once more for the messages holding no other spelling
                 others = fts_or([QueryToken(ch, "surface") for ch in plan.exact[t.text]])
                 parts.append(
                     f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "

@@ -46,6 +46,7 @@ from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
     DF_EXACT_CAP,
     DF_WINDOW,
+    EXACT_PARTS_TOKENS,
     RARE_POSTINGS_BUDGET,
     RECENT_CANDIDATES,
     RECENT_WINDOW,
@@ -192,10 +193,11 @@ class PgSearcher(Searcher):
             return []
         parts, params = [], []
         part = f"SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery AND {echo_sql(filters)}"
+        as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
         for t in plan.rare:
             parts.append(part)
             params += [weights[t.text], tsquery([t])]
-            if t.text in plan.exact:  # as typed: once more for the rows holding no other spelling
+            if t.text in as_typed:  # as typed: once more for the rows holding no other spelling
                 others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
                 parts.append(part)
                 params += [weights[t.text], f"{tsquery([t])} & !({others})"]
