@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pi_memory.storage.store import Store  # noqa: E402
 from pi_memory.vectors import model as vmodel  # noqa: E402
 from pi_memory.vectors.codes import dequantize, quantize  # noqa: E402
-from pi_memory.vectors.units import pending  # noqa: E402
+from pi_memory.storage.store import decode_text  # noqa: E402
+from pi_memory.vectors.units import UNIT_CONDITION, Unit, pending  # noqa: E402
 
 BATCH = 32
 
@@ -96,14 +97,23 @@ class CachedModel:
             self.query(text)
 
 
-def prefill(db: Path, cache: Path, threads: int) -> None:
-    """Every unit of an archive embedded into the cache (newest first), with the rate as it goes."""
+def project_units(store: Store, prefix: str) -> list[Unit]:
+    """The units of the projects whose folder name starts with `prefix`, oldest first."""
+    sql = f"""SELECT m.id, m.session_id, m.ts, m.role, m.text FROM msg m JOIN session s ON s.id = m.session_id
+              WHERE {UNIT_CONDITION} AND s.cwd LIKE ? ORDER BY m.id"""
+    rows = store.rows(sql, (f"/home/dev/{prefix}%",))
+    return [Unit(int(i), str(sid), int(ts), str(role), decode_text(t)) for i, sid, ts, role, t in rows]
+
+
+def prefill(db: Path, cache: Path, threads: int, projects: list[str]) -> None:
+    """Every unit of an archive (or of some projects, in turn) embedded into the cache, with the rate."""
     vmodel.want_threads(threads)
     model = CachedModel(vmodel.load(), cache)
     store = Store.open(db)
     cursor: int | None = None
     done, start = 0, time.perf_counter()
-    while units := pending(store, model.id, 512, until_id=cursor):
+    batches = (project_units(store, p) for p in projects) if projects else None
+    while units := (next(batches, []) if batches else pending(store, model.id, 512, until_id=cursor)):
         cursor = units[-1].ref
         texts = [model.cut(u.text) for u in units]
         for i in range(0, len(texts), BATCH):
@@ -120,8 +130,9 @@ def main() -> None:
     ap.add_argument("--db", type=Path, required=True)
     ap.add_argument("--cache", type=Path, required=True)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--projects", default="", help="only these project name prefixes, in this order (comma-separated)")
     args = ap.parse_args()
-    prefill(args.db, args.cache, args.threads)
+    prefill(args.db, args.cache, args.threads, [p for p in args.projects.split(",") if p])
 
 
 if __name__ == "__main__":

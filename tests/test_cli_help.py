@@ -20,7 +20,7 @@ README = ROOT / "README.md"
 DEMO = ROOT / "examples" / "sessions"
 # examples that need more than the demo archive: a watcher, a client on stdin, PostgreSQL, pi,
 # a memory id made on the way, or a file on disk an archived session wrote (blame)
-NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link", "blame"} | {
+NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link", "blame", "embed"} | {
     f"memory {name}" for name in ("show", "forget", "confirm", "pin", "unpin", "import", "repair")
 }
 

@@ -33,6 +33,7 @@ class SemanticMethods:
     _vectors: VectorSearch | None = None
     _background: Background | None = None
     _model_error: str | None = None
+    _installed: bool | None = None  # the extra, looked for once per archive object
 
     @property
     def path(self) -> Path:  # pragma: no cover - `Archive.path`
@@ -72,7 +73,7 @@ class SemanticMethods:
     def embed_when_idle(self) -> bool:
         """One short step of background embedding (a bridge or `watch` calls it when idle); returns
         whether more is due soon. Never raises: a failure is kept for `status` and ends the work."""
-        if self.is_team or not vmodel.available():
+        if self.is_team or not self._has_extra():
             return False
         if self._background is None:
             self._background = Background(self.store, self.path, vmodel.load)
@@ -122,9 +123,14 @@ class SemanticMethods:
     def _why_not_semantic(self) -> str | None:
         if self.is_team:
             return "a team archive (PostgreSQL) is searched lexically"
-        if not vmodel.available():
+        if not self._has_extra():
             return f"the semantic extra is not installed ({vmodel.INSTALL_HINT})"
         return self._model_error
+
+    def _has_extra(self) -> bool:
+        if self._installed is None:
+            self._installed = vmodel.available()
+        return self._installed
 
     def _semantic_possible(self) -> None:
         why = self._why_not_semantic()
