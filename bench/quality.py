@@ -13,6 +13,13 @@ tokens, through three baselines:
               is detail=column, which would cripple bm25's term frequencies);
   (c) `like`  `text LIKE '%fragment%'`, newest first (fragment sets only).
 
+With the `semantic` extra, two more systems over the same archive: `hybrid` (`Archive.search` with
+mode="hybrid": lexical and vector candidates fused) and `semantic` (vectors alone); `project` is
+then asked for mode="lexical". Their vectors are embedded through the archive's own write path
+from a cache under `--work` (`semantic_cache.py`: by text, so a rerun embeds nothing again);
+`--embed-projects` embeds only the histories of some projects (a shared machine's time), and a
+question of a project left out is then not asked of `hybrid` or `semantic`.
+
 Query sets: CMRC2018 trial questions (target: their paragraph; Gutenberg
 chunks are the distractors), Vue doc section headings (target: the section
 body), and exact fragments sampled from the documents (1, 2 and 4 CJK chars,
@@ -84,6 +91,7 @@ from pi_memory.core.text import (  # noqa: E402
     tokenize,
 )
 from pi_memory.search.messages import SESSION_MESSAGE_HITS  # noqa: E402
+from pi_memory.vectors import model as vmodel  # noqa: E402
 from pi_memory.storage.store import decode_text  # noqa: E402
 
 K = 10
@@ -472,11 +480,17 @@ class Systems:
     def keys(self, ids: list[int]) -> list[int]:
         return [self.msg_key.get(i, -1) for i in ids]
 
-    def project(self, q: Query) -> list[int]:
+    def project(self, q: Query, mode: str = "lexical") -> list[int]:
         if q.level == "session":
-            found = self.archive.search_sessions(q.text, limit=K, project=q.project)
+            found = self.archive.search_sessions(q.text, limit=K, project=q.project, mode=mode)
             return [self.sess_key.get(h.session_id, -1) for h in found]
-        return self.keys([h.msg_id for h in self.archive.search(q.text, limit=K, project=q.project)])
+        return self.keys([h.msg_id for h in self.archive.search(q.text, limit=K, project=q.project, mode=mode)])
+
+    def hybrid(self, q: Query) -> list[int]:
+        return self.project(q, "hybrid")
+
+    def semantic(self, q: Query) -> list[int]:
+        return self.project(q, "semantic")
 
     def _fts(self, table: str, expr: str, q: Query) -> list[int]:
         limit = SESSION_MESSAGE_HITS if q.level == "session" else K
@@ -596,12 +610,57 @@ def build_archive(
     return archive, msg_key, sess_key
 
 
+def embed_archive(archive: Archive, work: Path, prefixes: tuple[str, ...] | None, queries: list[Query]) -> None:
+    """The archive's units (or those of some projects) embedded through its own write path, from the
+    vector cache (`semantic_cache.py`); the queries embedded ahead, so no search waits for the model."""
+    from semantic_cache import CachedModel, project_units
+
+    from pi_memory.vectors.embed import embed_batch, refresh_index
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = CachedModel(vmodel.load(), work / "vectors-cache.db")
+    archive.use_embedder(model)
+    with Timer() as t:
+        if prefixes is None:
+            report = archive.embed()
+            done = report.embedded
+        else:
+            done = 0
+            for prefix in prefixes:
+                units = project_units(archive.store, prefix)
+                for i in range(0, len(units), 64):
+                    done += embed_batch(archive.store, model, units[i : i + 64])
+            refresh_index(archive.store, archive.path, model.id)
+        model.cached_queries([q.text for q in queries])
+    print(
+        f"  embedded {done} units ({model.embedded} not cached: {model.embed_seconds:.0f} s in the model) "
+        f"and {len(queries)} queries in {t.ms / 1000:.0f} s",
+        flush=True,
+    )
+
+
+def weighted(run: Callable[[Query], list[int]], weight: float) -> Callable[[Query], list[int]]:
+    """`run` with `fuse.LEXICAL_WEIGHT` set for its queries (a tuning sweep in one run)."""
+    from pi_memory.vectors import fuse
+
+    def with_weight(q: Query) -> list[int]:
+        saved, fuse.LEXICAL_WEIGHT = fuse.LEXICAL_WEIGHT, weight
+        try:
+            return run(q)
+        finally:
+            fuse.LEXICAL_WEIGHT = saved
+
+    return with_weight
+
+
 def apply_overrides(settings: list[str]) -> None:
     """`search.RARE_CANDIDATES=100`, `ranking.PHRASE_WEIGHT=0.5` or `scoring.EXACT_RUNS_BONUS=0.5`: for tuning runs only."""
     from pi_memory.core import scoring
     from pi_memory.search import messages as search
 
-    modules = {"search": search, "ranking": ranking, "scoring": scoring}
+    from pi_memory.vectors import fuse, hybrid
+
+    modules = {"search": search, "ranking": ranking, "scoring": scoring, "fuse": fuse, "hybrid": hybrid}
     for item in settings:
         target, value = item.split("=", 1)
         mod, name = target.split(".", 1)
@@ -610,8 +669,18 @@ def apply_overrides(settings: list[str]) -> None:
         print(f"override {target} = {value}")
 
 
+EMBEDDED: dict[str, tuple[str, ...] | None] = {}  # part -> project prefixes embedded (None: all)
+
+
 def applies(system: str, q: Query) -> bool:
-    """LIKE applies to exact fragments only, the spec's pipeline to the archive-wide message sets."""
+    """LIKE applies to exact fragments only, the spec's pipeline to the archive-wide message sets,
+    `hybrid` and `semantic` to the questions whose archive (or project) was embedded."""
+    if system.startswith(("hybrid", "semantic")):
+        part = "histories" if q.project is not None else "documents"
+        if part not in EMBEDDED:
+            return False
+        prefixes = EMBEDDED[part]
+        return prefixes is None or (q.project or "").startswith(prefixes)
     if system == "like":
         return q.set.startswith(("frag", "script"))
     if system == "spec":
@@ -710,6 +779,14 @@ def main() -> None:
     )
     ap.add_argument("--set", action="append", default=[], help="override a tuning constant: search.NAME=VALUE")
     ap.add_argument("--keep", type=Path, default=None, help="build the archive in this folder and keep it")
+    ap.add_argument(
+        "--work", type=Path, default=Path("/tmp/pi-memory-quality-work"), help="the vector cache (hybrid, semantic)"
+    )
+    ap.add_argument(
+        "--embed-parts", default="documents,histories", help="archives to embed for hybrid/semantic (comma-separated)"
+    )
+    ap.add_argument("--embed-projects", default="", help="histories: embed only these project prefixes (comma-separated)")
+    ap.add_argument("--fuse-weights", default="", help="also run hybrid at these fuse.LEXICAL_WEIGHT values (tuning)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     apply_overrides(args.set)
@@ -739,7 +816,8 @@ def main() -> None:
             queries = [q for q in queries if any(q.set.startswith(p) for p in args.sets.split(","))]
         if args.split:
             queries = [q for q in queries if split_of(q.set) == args.split]
-        runners_wanted = args.only.split(",") if args.only else ["project", "spec", "bm25", "stem", "like"]
+        semantic = ["hybrid", "semantic"] if vmodel.available() else []
+        runners_wanted = args.only.split(",") if args.only else ["project", "spec", "bm25", "stem", "like", *semantic]
         work = args.keep or Path(tempfile.mkdtemp(prefix="pi-memory-quality-"))
         if args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -775,8 +853,16 @@ def main() -> None:
                     "bm25": systems.bm25,
                     "stem": systems.stem,
                     "like": systems.like,
+                    "hybrid": systems.hybrid,
+                    "semantic": systems.semantic,
                 }
                 runners = {k: v for k, v in runners.items() if k in runners_wanted}
+                if {"hybrid", "semantic"} & set(runners) and part in args.embed_parts.split(","):
+                    prefixes = tuple(p for p in args.embed_projects.split(",") if p) if part == "histories" else ()
+                    embed_archive(archive, args.work, prefixes or None, part_queries)
+                    EMBEDDED[part] = prefixes or None
+                for weight in [w for w in args.fuse_weights.split(",") if w] if "hybrid" in runners else []:
+                    runners[f"hybrid@{weight}"] = weighted(systems.hybrid, float(weight))
                 part_results, part_ranks, part_ms = run_systems(runners, part_queries)
                 for name in runners:
                     results.setdefault(name, {}).update(part_results[name])

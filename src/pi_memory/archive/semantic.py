@@ -34,6 +34,7 @@ class SemanticMethods:
     _background: Background | None = None
     _model_error: str | None = None
     _installed: bool | None = None  # the extra, looked for once per archive object
+    _embedder: Any = None  # `use_embedder`'s, instead of the package's model
 
     @property
     def path(self) -> Path:  # pragma: no cover - `Archive.path`
@@ -58,17 +59,29 @@ class SemanticMethods:
         threads: int | None = None,
         progress: Callable[[int, int, float], None] | None = None,
         wait: bool = True,
-        model: Any = None,
     ) -> EmbedReport:
         """Embed the units that have no vector yet, newest first (`since`: only from that day on).
 
-        Resumable: what is written stays, and a rerun does the rest. `model`: another embedder with
-        the same calls (a benchmark's cache of the real model's vectors)."""
+        Resumable: what is written stays, and a rerun does the rest. `wait`: for another process's
+        pass to end (False: return at once, `busy`)."""
         self._semantic_possible()
         if threads:
             vmodel.want_threads(threads)
         since_ms = since if isinstance(since, int) else parse_since(since)
-        return embed(self.store, self.path, model or vmodel.load(), since_ms=since_ms, limit=limit, progress=progress, wait=wait)
+        return embed(
+            self.store, self.path, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
+        )
+
+    def use_embedder(self, embedder: Any) -> None:
+        """Embed and search with this embedder (the calls of `vectors.model.Model`) instead of the
+        package's model: a benchmark's cache of the real model's vectors."""
+        self._embedder = embedder
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
+
+    def _load_model(self) -> Any:
+        return self._embedder if self._embedder is not None else vmodel.load()
 
     def embed_when_idle(self) -> bool:
         """One short step of background embedding (a bridge or `watch` calls it when idle); returns
@@ -76,7 +89,7 @@ class SemanticMethods:
         if self.is_team or not self._has_extra():
             return False
         if self._background is None:
-            self._background = Background(self.store, self.path, vmodel.load)
+            self._background = Background(self.store, self.path, self._load_model)
         background = self._background
         if background.due():
             background.step()
@@ -109,9 +122,9 @@ class SemanticMethods:
         """The vector side, when it can answer; an explicit mode it cannot serve is an error."""
         why = self._why_not_semantic()
         if why is None and self._vectors is None:
-            model = vmodel.model_id()
+            model = self._embedder.id if self._embedder is not None else vmodel.model_id()
             assert model is not None
-            self._vectors = VectorSearch(self.store, self.path, model, vmodel.load)
+            self._vectors = VectorSearch(self.store, self.path, model, self._load_model)
         if why is None and self._vectors is not None and not self._vectors.has_vectors():
             why = "nothing is embedded yet: run `pi-memory embed`"
         if why is not None:

@@ -5,8 +5,11 @@ or exact fragment are in a text (an identifier, a name, four Chinese characters:
 holds them, it is the answer); the vector side finds a text that says the same thing in other
 words, where the lexical scores are flat. So the fused score keeps the lexical side's margin
 instead of only its ranks: each side's scores are scaled to [0, 1] over the candidates (lexical:
-score / best score; vector: cosine above the worst candidate's, over the best's), and mixed
-`LEXICAL_WEIGHT : 1 - LEXICAL_WEIGHT`. A fragment found by one message keeps its lead (the others
+score / best score; vector: 1 at the best cosine, 0 at `VECTOR_SPREAD` below it and under), and
+mixed `LEXICAL_WEIGHT : 1 - LEXICAL_WEIGHT`. The vector side's scale is fixed, not stretched
+between its best and worst candidate: e5's cosines of a related and an unrelated text differ by a
+few hundredths, and stretching three candidates 0.07 apart over the whole [0, 1] outweighed a
+lexical lead of 2.4 to 1. A fragment found by one message keeps its lead (the others
 score far below it lexically), a question whose words are everywhere is reordered by meaning.
 
 Reciprocal rank fusion (`rrf`, k = 60) is kept beside it as the measured alternative: it gives a
@@ -22,6 +25,9 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 
 LEXICAL_WEIGHT = 0.6  # chosen on the fit half of bench/quality.py's sets (docs/semantic.md)
+# cosine points below the best candidate where the vector side counts nothing: e5-small's cosines of
+# unrelated texts sit ~0.75, of a paraphrase ~0.85-0.9 (docs/semantic.md)
+VECTOR_SPREAD = 0.10
 RRF_K = 60  # the usual constant (Cormack et al. 2009), as in the pilot
 
 
@@ -32,19 +38,20 @@ def scaled_lexical(scores: Mapping[K, float]) -> dict[K, float]:
 
 
 def scaled_vector(scores: Mapping[K, float]) -> dict[K, float]:
-    """Cosines moved to [0, 1]: the worst candidate 0, the best 1 (e5's cosines all sit near 0.8)."""
+    """Cosines moved to [0, 1]: the best candidate 1, `VECTOR_SPREAD` below it or lower 0."""
     if not scores:
         return {}
-    low, high = min(scores.values()), max(scores.values())
-    spread = high - low
-    return {key: (s - low) / spread if spread > 0 else 1.0 for key, s in scores.items()}
+    best = max(scores.values())
+    return {key: max(0.0, 1.0 - (best - s) / VECTOR_SPREAD) for key, s in scores.items()}
 
 
 def mix(
-    lexical: Mapping[K, float], vector: Mapping[K, float], lexical_weight: float = LEXICAL_WEIGHT
+    lexical: Mapping[K, float], vector: Mapping[K, float], lexical_weight: float | None = None
 ) -> list[tuple[K, float]]:
     """Candidates of either side, best first, by the weighted sum of their scaled scores (a side
     that did not find a candidate counts 0 for it); ties keep the lexical side's order."""
+    if lexical_weight is None:
+        lexical_weight = LEXICAL_WEIGHT
     lex, vec = scaled_lexical(lexical), scaled_vector(vector)
     order = {key: i for i, key in enumerate([*lexical, *[k for k in vector if k not in lexical]])}
     fused = {

@@ -36,6 +36,7 @@ from .model import DIM
 from .units import KIND_MESSAGE, ROLE_CODES
 
 MODES = ("lexical", "hybrid", "semantic")
+FUSION = "mix"  # `fuse.mix` (scores); "rrf": reciprocal rank fusion, the measured alternative
 FUSE_DEPTH = 100  # lexical hits and vector hits fused, each side (the pilot's figure)
 # units rescored exactly after the sign-bit pass, per unit kept: bench/semantic_scan.py measured
 # the share of the exact top 100 found this way
@@ -289,6 +290,9 @@ class HybridSearcher:
         missing = [i for i in lex_scores if i not in nearest]
         with self.store.read():
             cosines = {**self.vectors.cosines(query_vector, missing), **nearest}
+        if FUSION == "rrf":
+            by_cosine = sorted(nearest, key=lambda i: -nearest[i])
+            return fuse.rrf([list(lex_scores), by_cosine])
         fused = dict(fuse.mix(lex_scores, cosines))
         # a lexical hit without a vector (a tool result: never embedded) keeps its lexical share on both sides
         best = max(lex_scores.values(), default=0.0)
