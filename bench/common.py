@@ -54,7 +54,7 @@ def git_commit() -> str:
         here = Path(__file__).resolve().parent
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
         dirty = subprocess.run(
-            ["git", "-C", str(here), "status", "--porcelain", "--", "src"], capture_output=True, text=True
+            ["git", "-C", str(here), "status", "--porcelain", "--", ":/src"], capture_output=True, text=True
         )
         return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.CalledProcessError):

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Start a throw-away PostgreSQL 15 server on loopback for the test suite.
+# Start a throw-away PostgreSQL 15 server on loopback from Debian's package, for the test suite.
+#
+# Optional: without PI_MEMORY_TEST_PG the tests start their own server from a pip wheel
+# (tests/pg_server.py), which .ci/run uses; this script tests against the system's PostgreSQL instead.
 #
 # Usage:  eval "$(scripts/ci-postgres.sh start)"   # exports PI_MEMORY_TEST_PG, PI_MEMORY_PG_DIR
 #         scripts/ci-postgres.sh stop              # stops the server and deletes its data dir

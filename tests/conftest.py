@@ -15,7 +15,7 @@ PI_DATA = DATA / "pi"
 BAD_DATA = DATA / "bad"
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-pytest_plugins = ["pg_support"]  # PostgreSQL fixtures (pg_url, make_role), skipped without PI_MEMORY_TEST_PG
+pytest_plugins = ["pg_support"]  # PostgreSQL fixtures (pg_url, make_role): a server of their own, or PI_MEMORY_TEST_PG
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -38,6 +38,7 @@ def isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[P
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
     monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))  # the memory key and pins (`memory/seal.py`)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))  # the demo archive (`pi-memory demo`)
     # subprocesses (`python -m pi_memory`) import this checkout's code
     monkeypatch.setenv("PYTHONPATH", str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     yield home
@@ -64,26 +65,85 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("backend", ["sqlite"] if only else list(BACKENDS))
 
 
-def skip_reasons(reports: list[pytest.TestReport]) -> list[tuple[int, str]]:
-    """Skipped tests grouped by reason, most first: (count, reason)."""
+def skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+    return reason.removeprefix("Skipped: ")
+
+
+def is_module(report: pytest.TestReport | pytest.CollectReport) -> bool:
+    """A skip at collection (`pytest.skip(..., allow_module_level=True)`, `importorskip`): a whole
+    module, whose tests are never counted because they are never collected."""
+    return isinstance(report, pytest.CollectReport)
+
+
+def skip_reasons(reports: list[pytest.TestReport | pytest.CollectReport]) -> list[tuple[int, str]]:
+    """Skips grouped by reason, most first: (count, reason); a skipped module is named as one."""
     counts: dict[str, int] = {}
     for report in reports:
-        longrepr = report.longrepr
-        reason = str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
-        reason = reason.removeprefix("Skipped: ")
+        reason = skip_reason(report)
+        if is_module(report):
+            reason = f"{reason} [the whole module {report.nodeid}]"
         counts[reason] = counts.get(reason, 0) + 1
     return sorted(((n, r) for r, n in counts.items()), key=lambda nr: (-nr[0], nr[1]))
 
 
+# What CI must run (`PI_MEMORY_NO_SKIP=1`, set by .ci/run): a skip of these fails the run there.
+MUST_RUN = ("end-to-end", "PostgreSQL", "browser")
+
+
+def must_run_kind(report: pytest.TestReport | pytest.CollectReport) -> str | None:
+    """Which of MUST_RUN a skipped test or module is: by its folder or file, or its PostgreSQL variant."""
+    from pg_support import NO_PG_REASON  # a plugin module (pytest_plugins): imported once registered
+
+    path = report.nodeid.split("::", 1)[0]
+    if path.startswith("tests/e2e/"):
+        return "end-to-end"
+    if path.endswith("_browser.py"):
+        return "browser"
+    if "[postgres" in report.nodeid or skip_reason(report).startswith(NO_PG_REASON):
+        return "PostgreSQL"
+    return None
+
+
+SKIPPED: list[pytest.TestReport | pytest.CollectReport] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.skipped:
+        SKIPPED.append(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if report.skipped:
+        SKIPPED.append(report)
+
+
+def no_skip_wanted() -> bool:
+    return os.environ.get("PI_MEMORY_NO_SKIP", "") not in ("", "0")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With PI_MEMORY_NO_SKIP (CI), a skipped end-to-end, PostgreSQL or browser test fails the run."""
+    if no_skip_wanted() and exitstatus == pytest.ExitCode.OK and any(must_run_kind(r) for r in SKIPPED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """A green run must say what it did not run: every skip reason with its count, without -rs."""
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if isinstance(r, pytest.TestReport)]
-    if not skipped:
+    if not SKIPPED:
         return
+    modules = sum(1 for r in SKIPPED if is_module(r))
     ran = sum(len(terminalreporter.stats.get(k, [])) for k in ("passed", "failed", "error", "xfailed", "xpassed"))
-    terminalreporter.write_sep("=", f"{len(skipped)} tests skipped ({ran} ran), by reason", yellow=True)
-    for count, reason in skip_reasons(skipped):
+    what = f"{len(SKIPPED) - modules} tests" + (f" and {modules} whole modules" if modules else "")
+    terminalreporter.write_sep("=", f"{what} skipped ({ran} ran), by reason", yellow=True)
+    for count, reason in skip_reasons(SKIPPED):
         terminalreporter.write_line(f"{count:>5}  {reason}")
+    required = sorted({kind for r in SKIPPED if (kind := must_run_kind(r))})
+    if required and no_skip_wanted():
+        terminalreporter.write_line(
+            f"FAILED: PI_MEMORY_NO_SKIP is set and {', '.join(required)} tests were skipped", red=True, bold=True
+        )
 
 
 @pytest.fixture

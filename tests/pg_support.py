@@ -1,4 +1,7 @@
-"""PostgreSQL fixtures: a real server named by PI_MEMORY_TEST_PG (see scripts/ci-postgres.sh).
+"""PostgreSQL fixtures: a real server, the one PI_MEMORY_TEST_PG names or else one the run starts.
+
+Without PI_MEMORY_TEST_PG the first PostgreSQL test starts a throw-away server from the wheel the
+test extra installs (`pg_server.py`), stopped and deleted when the run ends.
 
 Each test gets its own schema (selected through the URL's `options=-csearch_path=...`),
 dropped afterwards; roles are cluster-wide, so test roles get unique names and are dropped too.
@@ -13,14 +16,26 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
-NO_PG_REASON = 'PostgreSQL variant: PI_MEMORY_TEST_PG is not set (start a throw-away server with `eval "$(scripts/ci-postgres.sh start)"`, or run .ci/run)'
+NO_PG_REASON = "PostgreSQL variant: no server"
 
 
-def admin_url() -> str:
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """The server's URL, as its database owner (a role with CREATEROLE)."""
     url = os.environ.get("PI_MEMORY_TEST_PG")
-    if not url:
-        pytest.skip(NO_PG_REASON)
-    return url
+    if url:
+        yield url
+        return
+    import pg_server
+
+    try:
+        server = pg_server.start()
+    except pg_server.NoServer as exc:
+        pytest.skip(f"{NO_PG_REASON}: {exc}, and PI_MEMORY_TEST_PG is not set")
+    try:
+        yield server.url
+    finally:
+        server.stop()
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -43,9 +58,9 @@ def connect(url: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def pg_url() -> Iterator[str]:
+def pg_url(pg_admin_url: str) -> Iterator[str]:
     """A URL whose tables live in a fresh schema of the test server."""
-    base = admin_url()
+    base = pg_admin_url
     schema = "t_" + uuid.uuid4().hex[:12]
     with connect(base) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")

@@ -138,12 +138,12 @@ def test_python_m_pi_memory_runs_the_cli(tmp_path: Path):
     assert json.loads(out.stdout)["messages"] == 0
 
 
-def test_every_cli_command_is_documented_in_the_readme():
+def test_every_cli_command_is_in_the_readmes_command_table():
     readme = README.read_text(encoding="utf-8")
-    documented = set(re.findall(r"^### `pi-memory ([a-z-]+)", readme, flags=re.M))
+    listed = set(re.findall(r"^\| `pi-memory ([a-z-]+)` \|", readme, flags=re.M))
     commands = set(cli.commands)
-    assert commands <= documented, f"undocumented: {sorted(commands - documented)}"
-    assert documented <= commands, f"documented but missing: {sorted(documented - commands)}"
+    assert commands <= listed, f"not in the README's command table: {sorted(commands - listed)}"
+    assert listed <= commands, f"in the README's table but no such command: {sorted(listed - commands)}"
 
 
 def test_readme_has_exactly_two_setup_commands():
@@ -155,3 +155,19 @@ def test_readme_has_exactly_two_setup_commands():
     assert "pytest" in commands[1]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "python3 -m pytest" in ci and "python3 -m pytest" in commands[1]
+
+
+def test_demo_builds_its_own_archive_and_never_the_users(
+    db_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """`pi-memory demo` (set-up command 1): the demo archive in the cache folder, whatever --db says."""
+    monkeypatch.setenv("HOME", str(isolated_home))
+    demo_db = Path(os.environ["XDG_CACHE_HOME"]) / "pi-memory" / "demo.db"
+    result = CliRunner().invoke(cli, ["--db", str(db_path), "demo"])
+    assert result.exit_code == 0, result.output
+    assert not db_path.exists() and demo_db.exists()
+    assert "r5/m1" in result.output and "pi-memory --db ~/.cache/pi-memory/demo.db read r5/m1" in result.output
+    forgot = CliRunner().invoke(cli, ["--db", str(demo_db), "forget", "36b88c10", "--yes"])
+    assert forgot.exit_code == 0
+    again = CliRunner().invoke(cli, ["demo"])  # brings back what was forgotten in it
+    assert again.exit_code == 0 and CliRunner().invoke(cli, ["--db", str(demo_db), "read", "36b88c10"]).exit_code == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -13,11 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 import pi_memory.frontends.cli.shell as cli_module
+from pi_memory.archive.demo import SAMPLES
 from pi_memory.frontends.cli.main import EXAMPLES, INTERNAL_COMMANDS, cli
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-DEMO = ROOT / "examples" / "sessions"
+READMES = (README, ROOT / "README.zh-CN.md")
+DEMO = SAMPLES  # the sample sessions `pi-memory demo` imports
 # examples that need more than the demo archive: a watcher, a client on stdin, PostgreSQL, pi,
 # a memory id made on the way, or a file on disk an archived session wrote (blame)
 NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link", "blame", "embed"} | {
@@ -27,7 +30,7 @@ NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve
 
 @pytest.fixture(scope="module")
 def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo archive of the README (`pi-memory import examples/sessions`), made once."""
+    """The demo archive of the README (`pi-memory demo`), made once."""
     db = tmp_path_factory.mktemp("demo") / "demo.db"
     result = CliRunner().invoke(cli, ["--db", str(db), "import", str(DEMO)], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -36,13 +39,14 @@ def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def demo(demo_template: Path, tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fresh copy of the demo archive as the default archive; the working folder has examples/."""
+    """A fresh copy of the demo archive as the default archive (a README line's `--db` is dropped);
+    the isolated home is `~`."""
     db = tmp_path / "demo.db"
     shutil.copy(demo_template, db)
     monkeypatch.setenv("PI_MEMORY_DB", str(db))
+    monkeypatch.setenv("HOME", str(isolated_home))
     work = tmp_path / "work"
     work.mkdir()
-    (work / "examples").symlink_to(ROOT / "examples")
     monkeypatch.chdir(work)
     for folder in (".pi/agent/sessions", ".claude/projects"):  # a user who has pi and Claude Code
         (isolated_home / folder).mkdir(parents=True, exist_ok=True)
@@ -61,9 +65,9 @@ def command_name(args: list[str]) -> str:
     return " ".join(words[:2]) if words and words[0] in ("memory", "review") else (words[0] if words else "")
 
 
-def readme_commands() -> list[str]:
+def readme_commands(readme_path: Path = README) -> list[str]:
     """Every `pi-memory ...` command in the README's bash blocks (one per `&&` step)."""
-    readme = README.read_text(encoding="utf-8")
+    readme = readme_path.read_text(encoding="utf-8")
     found = []
     for block in re.findall(r"```bash\n(.*?)```", readme, flags=re.S):
         for line in block.splitlines():
@@ -76,16 +80,21 @@ def readme_commands() -> list[str]:
 
 
 def runnable(line: str) -> list[str] | None:
+    """The arguments to run on the demo archive: its `--db` (the demo archive's path) dropped, `~`
+    expanded as a shell would; None for a command that needs more than the demo archive."""
     args = shlex.split(line)[1:]
+    if args[:1] == ["--db"]:
+        args = args[2:]
     if "postgresql" in line or command_name(args) in NOT_RUN or "|" in line:
         return None
-    return args
+    return [os.path.expanduser(a) if a.startswith("~/") else a for a in args]
 
 
 def test_the_readme_has_commands_to_try_on_the_demo_archive():
     commands = readme_commands()
-    assert "pi-memory import examples/sessions" in commands
-    assert len([c for c in commands if runnable(c)]) >= 8
+    assert "pi-memory demo" in commands
+    assert len([c for c in commands if c.startswith("pi-memory --db ~/.cache/pi-memory/demo.db ")]) >= 8
+    assert len([c for c in commands if runnable(c)]) >= 12
 
 
 @pytest.mark.parametrize("line", readme_commands())
@@ -282,10 +291,12 @@ def test_doctor_checks_the_installation(demo: Path):
     assert {c["name"] for c in checks} >= {"watch extra", "mcp extra", "pg extra", "pi on PATH", "pi extension"}
 
 
-def test_the_readme_contents_list_every_section():
-    readme = README.read_text(encoding="utf-8")
-    contents = readme.split("## Contents", 1)[1].split("\n## ", 1)[0]
-    sections = [line[3:].strip() for line in readme.splitlines() if line.startswith("## ") and line != "## Contents"]
+@pytest.mark.parametrize("readme_path", READMES, ids=lambda p: p.name)
+def test_the_readme_contents_list_every_section(readme_path: Path):
+    readme = readme_path.read_text(encoding="utf-8")
+    sections = [line[3:].strip() for line in readme.splitlines() if line.startswith("## ")]
+    heading = sections.pop(0)  # "Contents" / "目录"
+    contents = readme.split(f"## {heading}", 1)[1].split("\n## ", 1)[0]
     listed = re.findall(r"^- \[(.+?)\]\(#", contents, flags=re.M)
     assert listed == sections
 

@@ -250,3 +250,73 @@ def test_a_stub_that_would_land_in_the_run_in_progress_does_not_apply() -> None:
     from pi_memory.compact.fold.apply import apply_records
 
     assert apply_records(view, parse_records([stray])) == []
+
+
+def context_tokens_of(messages: list[dict], family: str = "openai") -> int:
+    from pi_memory.compact.fold.view import message_tokens
+
+    return sum(message_tokens(m, family) for m in messages)
+
+
+def test_the_records_token_counts_add_up_to_what_folding_took_out_of_the_request() -> None:
+    on, off = session_of(30, merge_tokens=500), Session(fold=False)
+    for i in range(1, 31):
+        off.run(i, TOOLS)
+    records = parse_records(on.folds)
+    assert {r.kind for r in records} >= {"stubs", "merge"} and all(
+        r.before_tokens > r.after_tokens > 0 for r in records
+    )
+    saved = sum(r.saved_tokens for r in records)
+    assert saved == context_tokens_of(off.payloads[-1]) - context_tokens_of(on.payloads[-1])
+
+
+def test_a_fold_of_chinese_output_counts_its_tokens_for_the_models_tokenizer_not_chars_over_4() -> None:
+    from pi_memory.compact.fold.plan import plan_auto
+    from pi_memory.core.tokens import estimate_tokens
+
+    chinese = "缓存索引按分片建倒排路由表，命中率从百分之六十提到九十。" * 60
+    s = Session()
+    for i in range(1, 5):
+        s.user(f"run {i}: 看一下日志")
+        (cid,) = s.call([("bash", {"command": f"cat log-{i}.txt"})], i, 0)
+        s.result(cid, "bash", chinese)
+        s.add(
+            {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "好"}],
+                "stopReason": "stop",
+                "model": "claude-sonnet-4-5",
+                "provider": "anthropic",
+                "timestamp": s.tick(),
+            }
+        )
+    s.user("run 5: 继续")
+    view = view_from_messages(s.messages, s.slim())
+    assert view.family == "anthropic"
+    rec = plan_auto(view, [], FoldSettings(), {}, s.tick())
+    assert rec is not None and len(rec.stubs) == 4
+    one = estimate_tokens(chinese, "anthropic")
+    assert rec.before_tokens >= 4 * one and rec.before_tokens > 2 * rec.before_chars // 4
+    assert rec.saved_tokens == rec.before_tokens - rec.after_tokens > 3 * one
+
+
+def test_a_record_made_before_records_kept_tokens_counts_chars_over_four() -> None:
+    (old,) = parse_records([{"id": "f1", "kind": "stubs", "before_chars": 4000, "after_chars": 400}])
+    assert old.saved_tokens == 900
+
+
+def test_a_checkpoint_records_the_folded_context_tokens_before_and_after_it() -> None:
+    from pi_memory.compact.fold.plan import text_tokens
+    from pi_memory.compact.plan import compact_plan
+
+    s = session_of(12)
+    kept = [e["id"] for e in s.entries if e["type"] == "message" and e["message"]["role"] == "user"][-2]
+    plan = compact_plan(s.entries, {"firstKeptEntryId": kept, "tokensBefore": 1})
+    details, summary = plan["compaction"]["details"], plan["compaction"]["summary"]
+    records = parse_records(s.folds)
+    before = context_tokens_of(folded_messages(view_from_entries(s.entries), records))
+    at = next(i for i, e in enumerate(s.entries) if e["id"] == kept)
+    after = context_tokens_of(folded_messages(view_from_entries(s.entries[at:]), records))
+    assert details["contextTokensBefore"] == before
+    assert details["contextTokensAfter"] == after + text_tokens(summary, "openai")
+    assert before > details["contextTokensAfter"]

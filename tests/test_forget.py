@@ -129,3 +129,42 @@ def test_forget_names_unknown_targets_clearly(imported: Archive) -> None:
         imported.forget("999999")
     with pytest.raises(NotFound):
         imported.forget("ffffffff-0000")
+
+
+def usage_of(archive: Archive, session: str) -> tuple[int, int, int]:
+    """(request rows, requests in the sums, output tokens in the sums) of one session."""
+    rows = archive.store.scalar("SELECT count(*) FROM usage WHERE session_id=?", (session,))
+    sums = archive.store.rows("SELECT sum(requests), sum(output) FROM usage_sum WHERE session_id=?", (session,))[0]
+    return int(rows), int(sums[0] or 0), int(sums[1] or 0)
+
+
+def test_forgetting_a_session_removes_its_model_requests_and_ledger_events(archive: Archive, tmp_path: Path) -> None:
+    only(archive, tmp_path, CACHE_FILE)
+    only(archive, tmp_path, "pi-0.73.1-long-output-en.jsonl")
+    archive.record_context_event(CACHE, "memory", "a memory the bridge appended to the system prompt")
+    other = usage_of(archive, LONG)
+    assert usage_of(archive, CACHE)[0] == 5 and other[0] > 0
+    archive.forget(CACHE)
+    assert usage_of(archive, CACHE) == (0, 0, 0)
+    assert archive.store.scalar("SELECT count(*) FROM context_ledger WHERE session_id=?", (CACHE,)) == 0
+    assert usage_of(archive, LONG) == other
+    assert archive.usage("model").total.requests == other[0]
+
+
+def test_forgetting_an_assistant_message_takes_its_request_out_of_usage_for_good(
+    archive: Archive, tmp_path: Path
+) -> None:
+    source = only(archive, tmp_path, CACHE_FILE)
+    requests, _, output = usage_of(archive, CACHE)
+    msg_id, hash_ = archive.store.rows(
+        "SELECT id, hash FROM msg WHERE session_id=? AND role='assistant' ORDER BY ts, seq LIMIT 1", (CACHE,)
+    )[0]
+    (its_output,) = archive.store.rows("SELECT output FROM usage WHERE key=?", (f"pi:{hash_}",))[0]
+    archive.forget(str(msg_id))
+    after = (requests - 1, requests - 1, output - its_output)
+    assert usage_of(archive, CACHE) == after
+    assert archive.usage("daily").total.output == output - its_output
+    archive.import_paths([source], force=True)  # the file still records it: not billed again
+    assert usage_of(archive, CACHE) == after
+    archive.import_paths([source], force=True, include_forgotten=True)
+    assert usage_of(archive, CACHE) == (requests, requests, output)

@@ -262,3 +262,20 @@ def test_check_on_a_team_archive_recounts_the_counters_and_names_a_drifted_one(p
     assert problem.startswith("counter run_docs is ") and "the rows say" in problem
     result = CliRunner().invoke(cli, ["--db", pg_url, "check"])
     assert result.exit_code == 1 and "team archive check failed: counter run_docs" in result.output
+
+
+def test_a_writer_imports_model_requests_and_forgetting_the_session_takes_them_out(
+    pg_url: str, make_role, tmp_path: Path
+):
+    apply_roles(pg_url)
+    alice = make_role("pi_memory_writer")
+    source = tmp_path / "pi-0.73.1-cache-index-zh-continue.jsonl"
+    source.write_bytes((PI_DATA / source.name).read_bytes())
+    with Archive.open(alice) as a:
+        a.import_paths([source])
+        assert a.usage("model").total.requests == 5
+        a.record_context_event("01a2364c-6ad9-7626-8e7a-d5d6590121f3", "memory", "an injected memory")
+        a.forget("01a2364c-6ad9-7626-8e7a-d5d6590121f3")
+        assert a.usage("model").total.requests == 0
+        for table in ("usage", "usage_sum", "context_ledger"):
+            assert a.store.scalar(f"SELECT count(*) FROM {table}") == 0, table

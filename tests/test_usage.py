@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -294,7 +295,9 @@ def test_the_data_step_fills_the_requests_of_an_archive_made_before(tmp_path: Pa
     legacy = tmp_path / "old.db"
     legacy.write_bytes((DATA / "legacy" / "schema5-pi.db").read_bytes())
     with Archive.open(legacy) as old:  # schema 5: migrated, its requests read from its verbatim lines
-        assert old.usage().total.requests > 0
+        # it was made from the same nine files (not agent-dir/'s three sessions, whose 4 requests
+        # make a fresh import of the whole tests/data/pi folder 73): the same requests, exactly
+        assert sums(old) == before and old.usage().total.requests == 69
 
 
 def test_price_rate_cards_agree_with_the_table_within_rounding():
@@ -369,3 +372,81 @@ def test_usage_json_carries_rows_and_a_total(tmp_path: Path):
     assert CliRunner().invoke(cli, ["--db", str(db), "usage", "daily", "--since", "2026-13-01"]).exit_code == 2
     line = CliRunner().invoke(cli, ["--db", str(db), "usage", "statusline"]).output
     assert "tok" in line and line.count("\n") == 1
+
+
+def compaction_line(entry_id: str, parent: str, at: str, summary: str, tokens_before: int, **extra: Any) -> str:
+    return json.dumps(
+        {
+            "type": "compaction",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": at,
+            "summary": summary,
+            "firstKeptEntryId": parent,
+            "tokensBefore": tokens_before,
+            **extra,
+        }
+    )
+
+
+def test_the_ledger_takes_a_checkpoints_own_token_counts_and_settles_pis_summary_on_the_next_request(
+    tmp_path: Path,
+):
+    path = tmp_path / "0a0b0c12-compact.jsonl"
+    requests = [(100, 10, 0, 9000, 0), (100, 10, 0, 3000, 0), (100, 10, 3000, 900, 0), (100, 10, 3900, 0, 0)]
+    pi_session(path, "claude-sonnet-4-5", "anthropic", requests)
+    lines = path.read_text().splitlines()
+    ours = {"contextTokensBefore": 7000, "contextTokensAfter": 2500, "tokenFamily": "anthropic"}
+    # pi-memory's checkpoint after request 0, pi's own summary after request 2
+    lines.insert(
+        3,
+        compaction_line(
+            "c0000001", "a0000000", "2026-03-01T10:00:30.000Z", "checkpoint", 9100, fromHook=True, details=ours
+        ),
+    )
+    lines.insert(8, compaction_line("c0000002", "a0000002", "2026-03-01T10:02:30.000Z", "pi summary", 5000))
+    path.write_text("\n".join(lines) + "\n")
+    with Archive.open(tmp_path / "a.db") as a:
+        a.import_paths([path])
+        led = a.usage_ledger("0a0b0c12-compact")
+    ours_event, pis = [e for e in led.events if e.kind == "compaction"]
+    assert ours_event.what == "compaction (pi-memory)" and ours_event.tokens == -4500 and ours_event.requests == 2
+    # pi's: its tokensBefore (5,000) down to what the next request sent (3,900 cached + 100 uncached)
+    assert pis.what == "compaction (pi)" and pis.tokens == -1000 and pis.requests == 1
+    assert ours_event.cache_before == 0 and ours_event.cache_after == 0
+
+
+def spread_requests(archive: Archive, session_id: str, start_ms: int, n: int, step_ms: int) -> list[int]:
+    """`n` priced requests of one session, `step_ms` apart from `start_ms`; their times."""
+    from pi_memory.storage.usage import row_of
+
+    archive.ensure_session(session_id, "/home/dev/tz")
+    times = [start_ms + i * step_ms for i in range(n)]
+    rows = [
+        row_of(session_id, TokenUsage(f"{session_id}:{i}", t, "anthropic", "claude-sonnet-4-5", 100, 10, i, 0))
+        for i, t in enumerate(times)
+    ]
+    with archive.store.write():
+        archive.store.insert_usage(rows)
+    return times
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Europe/London", "Asia/Kolkata", "UTC"])
+def test_days_weeks_and_months_are_the_zones_own_across_clock_changes(archive: Archive, zone: str):
+    """On both backends: the local day is worked out in SQL, one UTC offset per stretch of time."""
+    from zoneinfo import ZoneInfo
+
+    # every 37 minutes for 100 days across the spring clock change of 2026, 60 across the autumn one
+    times = spread_requests(archive, "0a0b0c14-tz", 1_772_000_000_000, 100 * 24 * 60 // 37, 37 * 60_000)
+    times += spread_requests(archive, "0a0b0c15-tz", 1_790_000_000_000, 60 * 24 * 60 // 37, 37 * 60_000)
+    for view, fmt in (
+        ("daily", lambda d: d.strftime("%Y-%m-%d")),
+        ("weekly", lambda d: "{}-W{:02d}".format(*d.isocalendar()[:2])),
+        ("monthly", lambda d: d.strftime("%Y-%m")),
+    ):
+        expected: dict[str, int] = {}
+        for t in times:
+            label = fmt(datetime.fromtimestamp(t / 1000, ZoneInfo(zone)))
+            expected[label] = expected.get(label, 0) + 1
+        got = {line.label: line.requests for line in archive.usage(view, tz=zone).lines}
+        assert got == expected, view

@@ -23,6 +23,8 @@ import { registerMemory } from "./memory.js";
 import { registerProvenance } from "./provenance.js";
 import { READ_FIELDS, SEARCH_FIELDS, recallTool, wantsEntryRead, wantsScopedSearch } from "./recall.js";
 import { registerReview } from "./review.js";
+import { registerUsage } from "./usage.js";
+import { chooseBridge, packageDir } from "./setup.js";
 
 // above SQLite's busy timeout (5 s): a write waiting for another process's lock is slow, not hung
 const TIMEOUT_MS = Number(process.env.PI_MEMORY_TIMEOUT_MS) || 8000;
@@ -44,12 +46,6 @@ class BridgeError extends Error {
   }
 }
 
-function bridgeCommand(): string[] {
-  const raw = (process.env.PI_MEMORY_BRIDGE ?? "").trim() || "pi-memory bridge";
-  const parts = raw.match(/"[^"]*"|'[^']*'|\S+/g) ?? [];
-  return parts.map((p) => (/^["'].*["']$/.test(p) ? p.slice(1, -1) : p));
-}
-
 /** One `pi-memory bridge` child: request/response by id, restarts with backoff after a death. */
 class Bridge {
   private child?: ChildProcess;
@@ -64,7 +60,7 @@ class Bridge {
   lastError = "";
   onFailure: (why: string) => void = () => {};
 
-  constructor(readonly command: string[]) {}
+  constructor(readonly command: string[], readonly missingHint = "") {}
 
   /** When a dead bridge may be started again (0 while it is alive). */
   get restartBlockedUntil(): number {
@@ -104,6 +100,7 @@ class Bridge {
   }
 
   private describeSpawnError(e: any): string {
+    if (e?.code === "ENOENT" && this.missingHint) return this.missingHint;
     if (e?.code === "ENOENT") {
       return (
         `cannot start \`${this.command.join(" ")}\`: command not found. Install pi-memory ` +
@@ -281,7 +278,8 @@ class WriteQueue {
 function shared(): { bridge: Bridge; queue: WriteQueue } {
   const g = globalThis as any;
   if (!g[SINGLETON]) {
-    const bridge = new Bridge(bridgeCommand());
+    const choice = chooseBridge(process.env, packageDir()); // the first-start check: is the Python side there?
+    const bridge = new Bridge(choice.command, choice.hint);
     g[SINGLETON] = { bridge, queue: new WriteQueue(bridge) };
   }
   return g[SINGLETON];
@@ -307,9 +305,10 @@ export default function (pi: ExtensionAPI) {
   const warnOnce = (why: string) => {
     if (warned || !ctxRef) return;
     warned = true;
-    const text =
-      `pi-memory: live archiving failed (${why}). pi keeps working; unsaved messages are retried, ` +
-      "and `/recall import` (or `pi-memory import`) fills any gap from the session file.";
+    const text = why.startsWith("pi-memory: ") // the install hint: said as it is
+      ? `${why} pi keeps working without the archive meanwhile.`
+      : `pi-memory: live archiving failed (${why}). pi keeps working; unsaved messages are retried, ` +
+        "and `/recall import` (or `pi-memory import`) fills any gap from the session file.";
     try {
       if (ctxRef.hasUI) ctxRef.ui.notify(text, "warning");
       else process.stderr.write(text + "\n"); // print / json modes have no UI to notify
@@ -574,4 +573,5 @@ export default function (pi: ExtensionAPI) {
   registerMemory(pi, { call: (method, params) => bridge.call(method, params), sessionId: () => sessionId, say });
   registerReview(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say });
   registerProvenance(pi, { call: (m, p, t) => bridge.call(m, p, t), write, drain: (t) => queue.drain(t) });
+  registerUsage(pi, { call: (m, p, t) => bridge.call(m, p, t), drain: (t) => queue.drain(t), say, sessionId: () => sessionId });
 }

@@ -16,10 +16,14 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .boundary import Boundary, Entry, choose_boundary, last_compaction_index, visible_messages
+from ..core.tokens import family_of
+from .boundary import Boundary, Entry, choose_boundary, context_start, last_compaction_index, visible_messages
 from .checkpoint import Checkpoint, CheckpointInput, build_checkpoint
 from .config import DEFAULTS
 from .facts import collect_facts
+from .fold.apply import context_tokens
+from .fold.plan import text_tokens
+from .fold.records import parse_records
 
 COMPACTOR = "pi-memory"
 MAX_SOURCE_IDS = 200  # details stay small; the range and hash identify the rest
@@ -84,6 +88,7 @@ def compact_plan(
         )
     )
     details = _details(compacted, checkpoint, boundary, previous_id)
+    details.update(_context_tokens(branch_entries, boundary, previous_summary, checkpoint.text))
     tokens = preparation.get("tokensBefore")
     return {
         "compaction": {
@@ -119,6 +124,29 @@ def _details(
         "summaryChars": checkpoint.summary_chars,
         "itemsKept": checkpoint.items_kept,
         "itemsDropped": checkpoint.items_dropped,
+    }
+
+
+def _family(entries: Sequence[Entry]) -> str:
+    for entry in reversed(entries):
+        msg = entry.get("message") if entry.get("type") == "message" else None
+        if isinstance(msg, dict) and msg.get("role") == "assistant" and msg.get("model"):
+            return family_of(str(msg["model"]), str(msg.get("provider") or ""))
+    return "openai"
+
+
+def _context_tokens(entries: Sequence[Entry], boundary: Boundary, previous: str, checkpoint: str) -> dict[str, Any]:
+    """The context's tokens just before this compaction (the previous summary and every message, as
+    folded) and just after (the checkpoint and the kept tail, as folded): what it removes from every
+    later request, for the context ledger (`pi-memory usage ledger`)."""
+    family = _family(entries)
+    folds = parse_records(list(entries))
+    before = context_tokens(entries[context_start(entries) :], folds, family)
+    after = context_tokens(entries[boundary.kept_index :], folds, family)
+    return {
+        "tokenFamily": family,
+        "contextTokensBefore": before + (text_tokens(previous, family) if previous else 0),
+        "contextTokensAfter": after + text_tokens(checkpoint, family),
     }
 
 

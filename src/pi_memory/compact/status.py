@@ -108,12 +108,13 @@ def _fold_line(st: CompactStatus) -> list[str]:
         ]
     d = st.fold
     fs = FoldStatus(
-        d["records"],
-        d["stubs"],
-        {int(k): v for k, v in d["blocks"].items()},
-        d["saved_chars"],
-        d["compacted"],
-        d["last"],
+        records=d["records"],
+        stubs=d["stubs"],
+        blocks={int(k): v for k, v in d["blocks"].items()},
+        saved_chars=d["saved_chars"],
+        saved_tokens=d["saved_tokens"],
+        compacted=d["compacted"],
+        last=d["last"],
     )
     return [format_fold_status(fs, f["enabled"], f["auto"]) + f" (session {d['session_id']})"]
 

@@ -287,7 +287,7 @@ class Importer:
             report.forgotten += len(prepared.messages)
             return None  # the user forgot this session: not even its row comes back
         unit = SessionWrite(row.id, [], [NewEntry(row.id, *line) for line in prepared.kept], row)
-        unit.usage = [(r[0], row.id, *r[2:]) for r in prepared.usage]
+        unit.usage = [(r[0], row.id, *r[2:]) for r in prepared.usage if r[0] not in forgotten]
         existing = self.store.existing_hashes(row.id)
         is_copy = prepared.header is not None and prepared.header.parent_session is not None
         for line in prepared.messages:

@@ -5,11 +5,13 @@ verbatim source lines (`entry`), their full-text entries (`msg_fts`, a
 contentless table with `contentless_delete`, so a row can be removed by rowid),
 their embeddings (`vec`; the facade then removes the scan index beside the file)
 and everything derived from them (runs, summaries, the summary index, file
-paths, the session's first-user preview) go, and the index counters are
-corrected. A tombstone per forgotten message (session id + content hash, the
-same key that makes writes idempotent; `*` for a whole session) is kept, and
-the importer consults it, so re-importing the source file, which pi may still
-have on disk, does not bring the text back unless `--include-forgotten` is given.
+paths, the session's first-user preview, the model requests the messages
+recorded and their usage sums) go, and the index counters are corrected. A
+tombstone per forgotten message (session id + content hash, the same key that
+makes writes idempotent; `*` for a whole session; a forgotten request's usage
+key) is kept, and the importer consults it, so re-importing the source file,
+which pi may still have on disk, does not bring the text back unless
+`--include-forgotten` is given.
 Deletion runs in short transactions of `CHUNK` messages.
 """
 
@@ -101,19 +103,35 @@ def plan_message(store: Store, msg_id: int) -> ForgetPlan:
 def execute(store: Store, plan: ForgetPlan) -> ForgetPlan:
     """Delete what the plan names; the tombstones go in with the rows, in the same transactions."""
     resegment_from = _run_start(store, plan.run_ids[0]) if plan.kind == "message" and plan.run_ids else None
+    requests = [] if plan.kind == "session" else store.usage_keys_of(plan.session_id, plan.msg_ids)
     for start in range(0, len(plan.msg_ids), CHUNK):
         with store.write():
             delete_messages(store, plan.session_id, plan.msg_ids[start : start + CHUNK])
     with store.write():
         if plan.kind == "session":
             _delete_session(store, plan.session_id)
-        elif plan.kind == "run":
+            store.forget_usage([plan.session_id])
+        else:
+            _forget_requests(store, plan.session_id, requests)
+        if plan.kind == "run":
             for run_id in plan.run_ids:
                 runs.delete_run_rows(store, run_id)
         store.update_first_user(plan.session_id)
     if plan.kind == "message" and plan.run_ids:
         runs.segment_from(store, plan.session_id, resegment_from)  # the run's summary may quote the message
     return plan
+
+
+def _forget_requests(store: Store, session_id: str, keys: list[str]) -> None:
+    """The model requests the forgotten messages recorded leave the usage views too; their keys
+    are kept as tombstones (never a content hash), so a re-import does not bill them again."""
+    store.remove_usage(keys)
+    now = int(time.time() * 1000)
+    for key in keys:
+        store.execute(
+            "INSERT INTO forgotten(session_id, hash, forgotten_at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
+            (session_id, key, now),
+        )
 
 
 def _run_start(store: Store, run_id: int) -> tuple[int, int] | None:

@@ -92,6 +92,10 @@ class UsageStore:
 
         def write(self) -> AbstractContextManager[None]: ...
 
+        def sql_in_list(self, expr: str) -> str: ...
+
+        def list_param(self, values: Iterable[Any]) -> Any: ...
+
     def insert_usage(self, rows: Sequence[UsageRow]) -> int:
         """Requests not archived yet go in, and into `usage_sum` (inside a write transaction); how many."""
         went_in = [r for r in rows if self.execute(_INSERT, r)]
@@ -113,6 +117,39 @@ class UsageStore:
             self.execute("DELETE FROM usage_sum WHERE session_id = ?", (sid,))
             self.execute("DELETE FROM context_ledger WHERE session_id = ?", (sid,))
 
+    def usage_keys_of(self, session_id: str, msg_ids: Sequence[int]) -> list[str]:
+        """The requests some messages' own lines record (an assistant message's), read from their
+        verbatim lines with the agent's parser, as the import keyed them."""
+        if not msg_ids:
+            return []
+        agent = self.rows("SELECT agent FROM session WHERE id = ?", (session_id,))
+        rows = self.rows(
+            f"""SELECT e.raw, m.text FROM entry e JOIN msg m ON m.id = e.msg_id
+                WHERE e.session_id = ? AND {self.sql_in_list("e.msg_id")} ORDER BY e.id""",
+            (session_id, self.list_param(list(msg_ids))),
+        )
+        lines = [line for raw, text in rows for line in _lines(raw, text)]
+        parsed = _usage_of_lines(session_id, str(agent[0][0] or "pi") if agent else "pi", lines)
+        return [str(r[0]) for r in parsed]
+
+    def remove_usage(self, keys: Sequence[str]) -> int:
+        """Requests taken out (a forgotten message's), and out of `usage_sum`, so the sums stay the
+        sum of the rows (inside a write transaction); how many were there."""
+        gone: list[UsageRow] = []
+        for key in keys:
+            found = self.rows(f"SELECT {COLUMNS} FROM usage WHERE key = ?", (key,))
+            if found and self.execute("DELETE FROM usage WHERE key = ?", (key,)):
+                gone.append(found[0])
+        for delta in _sums(gone):
+            less = [-v for v in delta[4:]]
+            self.execute(_ADD_TO_SUM, (*less, *delta[:4]))
+            self.execute(
+                """DELETE FROM usage_sum WHERE bucket = ? AND session_id = ? AND provider = ? AND model = ?
+                   AND requests <= 0""",
+                delta[:4],
+            )
+        return len(gone)
+
     # --- m010's data step: the requests of sessions archived before ---------------------------
 
     def backfill_usage(self) -> int:
@@ -128,13 +165,7 @@ class UsageStore:
 
     def _session_usage(self, session_id: str, agent: str) -> list[UsageRow]:
         lines = [line for raw, text in self._verbatim(session_id) for line in _lines(raw, text)]
-        if not lines:
-            return []
-        reader = reader_for_agent(agent, session_id)
-        if agent == "pi":
-            lines.insert(0, b'{"type":"session","version":3,"id":"%s"}' % session_id.encode())
-        parsed = reader.parse(lines)
-        return rows_of(session_id, parsed.entries)
+        return _usage_of_lines(session_id, agent, lines)
 
     def _verbatim(self, session_id: str) -> list[tuple[Any, Any]]:
         return self.rows(
@@ -142,6 +173,16 @@ class UsageStore:
                WHERE e.session_id = ? ORDER BY e.id""",
             (session_id,),
         )
+
+
+def _usage_of_lines(session_id: str, agent: str, lines: list[bytes]) -> list[UsageRow]:
+    """The requests some verbatim lines of a session record, priced."""
+    if not lines:
+        return []
+    reader = reader_for_agent(agent, session_id)
+    if agent == "pi":
+        lines = [b'{"type":"session","version":3,"id":"%s"}' % session_id.encode(), *lines]
+    return rows_of(session_id, reader.parse(lines).entries)
 
 
 def _lines(raw: Any, text: Any) -> list[bytes]:

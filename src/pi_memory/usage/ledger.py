@@ -22,7 +22,7 @@ from typing import Any
 
 from ..compact.fold.records import CUSTOM_TYPE, record_from_dict
 from ..core.prices import price
-from ..core.tokens import estimate_chars, estimate_tokens, family_of
+from ..core.tokens import estimate_tokens, family_of
 from ..core.usage import TokenUsage, cache_hit_rate
 from ..storage.codec import decompress
 from ..storage.store import Store
@@ -85,9 +85,12 @@ class LedgerEvent:
     cache_after: float | None = None  # ... and just after
     prompt_before: int | None = None
     prompt_after: int | None = None
+    context_before: int | None = None  # pi's compaction: its `tokensBefore`, settled against the next request
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out.pop("context_before")
+        return out
 
 
 @dataclass
@@ -97,6 +100,7 @@ class Ledger:
     prompt_tokens: int
     cost: float | None
     events: list[LedgerEvent] = field(default_factory=list)
+    series: list[Request] = field(default_factory=list, repr=False)  # the requests, in order (for a plot)
 
     def totals(self) -> dict[str, Any]:
         added = [e for e in self.events if e.tokens > 0]
@@ -153,17 +157,15 @@ def memory_events(store: Store, session_id: str) -> list[LedgerEvent]:
 
 
 def fold_events(store: Store, session_id: str, family: str) -> list[LedgerEvent]:
-    """The session's fold records: the tokens each took out of every later request."""
+    """The session's fold records: the tokens each took out of every later request (its own count;
+    a record made before records kept one: characters / 4)."""
     out = []
     for ts, data in _custom_entries(store, session_id):
         rec = record_from_dict(data)
         if rec is None:
             continue
-        saved_chars = rec.saved_chars
-        before, after = data.get("before_tokens"), data.get("after_tokens")
-        saved = before - after if isinstance(before, int) and isinstance(after, int) else estimate_chars(saved_chars)
         what = f"{rec.id} {rec.kind} (level {rec.level}, {rec.trigger or 'auto'})"
-        out.append(LedgerEvent(ts or rec.ts, "fold", what, -saved_chars, -max(0, saved)))
+        out.append(LedgerEvent(ts or rec.ts, "fold", what, -rec.saved_chars, -rec.saved_tokens))
     return out
 
 
@@ -182,7 +184,10 @@ def _custom_entries(store: Store, session_id: str) -> list[tuple[int, dict[str, 
 
 
 def compaction_events(store: Store, session_id: str, family: str) -> list[LedgerEvent]:
-    """Compactions: the context before (`tokensBefore`, pi's count) down to the summary."""
+    """Compactions: the context before down to the checkpoint and the kept tail. pi-memory's
+    checkpoint records both in tokens (`contextTokensBefore/After`); for pi's own summary the
+    ledger takes pi's `tokensBefore` (the provider's count) down to what the next request really
+    sent (`_apply`), or to the summary's estimate when no request followed."""
     out = []
     for ts, raw, stored in store.rows(
         """SELECT m.ts, e.raw, m.text FROM msg m JOIN entry e ON e.msg_id = m.id
@@ -194,10 +199,15 @@ def compaction_events(store: Store, session_id: str, family: str) -> list[Ledger
         except (ValueError, TypeError):
             continue
         summary = str(entry.get("summary") or "")
-        before = entry.get("tokensBefore") if isinstance(entry.get("tokensBefore"), int) else 0
-        kept = estimate_tokens(summary, family)
+        details = entry.get("details") if isinstance(entry.get("details"), dict) else {}
+        before, after = details.get("contextTokensBefore"), details.get("contextTokensAfter")
         what = "compaction" + (" (pi-memory)" if entry.get("fromHook") else " (pi)")
-        out.append(LedgerEvent(int(ts), "compaction", what, -len(summary), -max(0, before - kept)))
+        if isinstance(before, int) and isinstance(after, int):
+            out.append(LedgerEvent(int(ts), "compaction", what, -len(summary), -max(0, before - after)))
+            continue
+        pi_before = entry.get("tokensBefore") if isinstance(entry.get("tokensBefore"), int) else 0
+        removed = max(0, pi_before - estimate_tokens(summary, family))
+        out.append(LedgerEvent(int(ts), "compaction", what, -len(summary), -removed, context_before=pi_before))
     return out
 
 
@@ -253,6 +263,8 @@ def _span_end(event: LedgerEvent, later: list[LedgerEvent]) -> int | None:
 def _apply(event: LedgerEvent, requests: list[Request], end: int | None) -> None:
     after = [r for r in requests if r.ts > event.ts and (end is None or r.ts <= end)]
     before = [r for r in requests if r.ts <= event.ts]
+    if event.context_before is not None and after:  # pi's summary: what the next request really sent
+        event.tokens = -max(0, event.context_before - after[0].prompt)
     event.requests = len(after)
     event.token_requests = event.tokens * len(after)
     costs = [r.price_of(abs(event.tokens)) for r in after]
@@ -280,4 +292,4 @@ def session_ledger(store: Store, session_id: str) -> Ledger:
         _apply(event, requests, _span_end(event, events[i + 1 :]))
     costs = [r.cost for r in requests]
     cost = sum(c for c in costs if c is not None) if costs and all(c is not None for c in costs) else None
-    return Ledger(session_id, len(requests), sum(r.prompt for r in requests), cost, events)
+    return Ledger(session_id, len(requests), sum(r.prompt for r in requests), cost, events, requests)

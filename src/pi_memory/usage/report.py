@@ -146,24 +146,55 @@ def day_start_ms(value: str | None, tz: Any, end: bool = False) -> int | None:
     return int(midnight.timestamp() * 1000)
 
 
-def _labeller(view: str, tz: Any) -> Callable[[int], str]:
-    """The row label of a quarter hour (bucket) in a time view, cached per bucket."""
-    fmt: Callable[[datetime], str]
+EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+DAY_S = 86_400
+
+
+def _labeller(view: str) -> Callable[[int], str]:
+    """The row label of a local day (days since 1970-01-01 in the zone) in a time view."""
+    fmt: Callable[[date], str]
     if view == "daily":
-        fmt = lambda d: d.strftime("%Y-%m-%d")  # noqa: E731
+        fmt = lambda d: d.isoformat()  # noqa: E731
     elif view == "weekly":
         fmt = lambda d: "{}-W{:02d}".format(*d.isocalendar()[:2])  # noqa: E731
     else:
         fmt = lambda d: d.strftime("%Y-%m")  # noqa: E731
-    cache: dict[int, str] = {}
+    return lambda day: fmt(date.fromordinal(EPOCH_ORDINAL + day))
 
-    def label(bucket: int) -> str:
-        found = cache.get(bucket)
-        if found is None:
-            found = cache[bucket] = fmt(_local(bucket * BUCKET_MS, tz))
-        return found
 
-    return label
+def _offset_s(bucket: int, tz: Any) -> int:
+    offset = _local(bucket * BUCKET_MS, tz).utcoffset()
+    return int(offset.total_seconds()) if offset is not None else 0
+
+
+def offset_stretches(lo: int, hi: int, tz: Any) -> list[tuple[int, int]]:
+    """(first quarter hour, UTC offset in seconds) of each stretch of buckets lo..hi the zone keeps
+    one offset over (one stretch for UTC or Asia/Shanghai, two a year where clocks change): a day
+    is looked at once, and a change found inside it to the quarter hour."""
+    out = [(lo, _offset_s(lo, tz))]
+    at = lo
+    while at < hi:
+        nxt = min(at + 96, hi)
+        if _offset_s(nxt, tz) != out[-1][1]:
+            low, high = at, nxt  # low keeps the old offset, high has the new one
+            while high - low > 1:
+                mid = (low + high) // 2
+                low, high = (mid, high) if _offset_s(mid, tz) == out[-1][1] else (low, mid)
+            out.append((high, _offset_s(high, tz)))
+        at = nxt
+    return out
+
+
+def local_day_sql(stretches: list[tuple[int, int]]) -> tuple[str, list[Any]]:
+    """SQL of a quarter hour's local day number (`u.bucket`), exact across the stretches' offsets."""
+    day = f"(u.bucket * {BUCKET_MS // 1000} + CAST(? AS INTEGER)) / {DAY_S}"
+    if len(stretches) == 1:
+        return day, [stretches[0][1]]
+    arms, params = [], []
+    for (_start, offset), (nxt, _o) in zip(stretches, stretches[1:], strict=False):
+        arms.append(f"WHEN u.bucket < ? THEN {day}")
+        params += [nxt, offset]
+    return f"CASE {' '.join(arms)} ELSE {day} END", [*params, stretches[-1][1]]
 
 
 # --- the query ------------------------------------------------------------------------------
@@ -171,7 +202,8 @@ def _labeller(view: str, tz: Any) -> Callable[[int], str]:
 
 def _where(
     since: int | None, until: int | None, agent: str | None, project: str | None, session: str | None
-) -> tuple[str, list[Any]]:
+) -> tuple[str, list[Any], bool]:
+    """The WHERE clause, its parameters, and whether it needs the session row (agent, project)."""
     conds: list[str] = ["1=1"]
     params: list[Any] = []
     if since is not None:
@@ -180,25 +212,20 @@ def _where(
     if until is not None:
         conds.append("u.bucket < ?")
         params.append(-(-until // BUCKET_MS))
+    if session:
+        conds.append("u.session_id = ?")
+        params.append(session)
     if agent:
         conds.append("s.agent = ?")
         params.append(agent)
     if project:
         conds.append("(s.project = ? OR s.cwd = ?)")
         params += [project, project]
-    if session:
-        conds.append("u.session_id = ?")
-        params.append(session)
-    return " AND ".join(conds), params
+    return " AND ".join(conds), params, bool(agent or project)
 
 
-def _group_sql(view: str) -> str:
-    keys = {
-        "session": "u.session_id, s.project, s.agent, s.name, u.provider, u.model",
-        "project": "s.project, u.provider, u.model",
-        "model": "u.provider, u.model",
-    }
-    return keys.get(view, "u.bucket, u.provider, u.model")
+SUMS = """sum(u.requests), sum(u.input), sum(u.output), sum(u.cache_read), sum(u.cache_write), sum(u.cost),
+          sum(u.unpriced)"""
 
 
 def fetch(
@@ -209,15 +236,28 @@ def fetch(
     agent: str | None = None,
     project: str | None = None,
     session: str | None = None,
+    tz: Any = None,
 ) -> list[tuple[Any, ...]]:
-    """The sums a view groups: its key columns, then requests, input, output, cache_read,
-    cache_write, cost, unpriced."""
-    where, params = _where(since, until, agent, project, session)
-    keys = _group_sql(view)
-    sql = f"""SELECT {keys}, sum(u.requests), sum(u.input), sum(u.output), sum(u.cache_read),
-                     sum(u.cache_write), sum(u.cost), sum(u.unpriced)
-              FROM usage_sum u JOIN session s ON s.id = u.session_id
-              WHERE {where} GROUP BY {keys}"""
+    """The sums a view groups: its key columns (a time view's: the local day number), then
+    provider, model, requests, input, output, cache_read, cache_write, cost, unpriced.
+
+    A time view groups by local day in SQL (`local_day_sql`), so Python sees a row per day and
+    model, not per quarter hour; the session table is joined only when a filter or the view needs it."""
+    where, params, needs_session = _where(since, until, agent, project, session)
+    join = "JOIN session s ON s.id = u.session_id" if needs_session or view in ("session", "project") else ""
+    if view in TIME_VIEWS:
+        span = store.rows(f"SELECT min(u.bucket), max(u.bucket) FROM usage_sum u {join} WHERE {where}", params)
+        if not span or span[0][0] is None:
+            return []
+        day, day_params = local_day_sql(offset_stretches(int(span[0][0]), int(span[0][1]), tz))
+        sql = f"""SELECT {day} AS day, u.provider, u.model, {SUMS} FROM usage_sum u {join}
+                  WHERE {where} GROUP BY day, u.provider, u.model"""
+        return store.rows(sql, [*day_params, *params])
+    if view == "model":
+        sql = f"SELECT u.provider, u.model, {SUMS} FROM usage_sum u {join} WHERE {where} GROUP BY u.provider, u.model"
+        return store.rows(sql, params)
+    keys = "s.project" if view == "project" else "u.session_id, s.project, s.agent, s.name"
+    sql = f"SELECT {keys}, u.provider, u.model, {SUMS} FROM usage_sum u {join} WHERE {where} GROUP BY {keys}, u.provider, u.model"
     return store.rows(sql, params)
 
 
@@ -237,11 +277,11 @@ def report(
     start, end = day_start_ms(since, zone_info), day_start_ms(until, zone_info, end=True)
     if start is not None and end is not None and end <= start:
         raise BadInput("--until is before --since")
-    rows = fetch(store, view, start, end, agent, project, session)
+    rows = fetch(store, view, start, end, agent, project, session, zone_info)
     lines: dict[str, UsageLine] = {}
     total = UsageLine("total")
     unknown: set[str] = set()
-    label_of = _row_label(view, zone_info)
+    label_of = _row_label(view)
     for row in rows:
         requests, tokens, cost, unpriced = int(row[-7]), [int(v) for v in row[-6:-2]], float(row[-2]), int(row[-1])
         provider, model = str(row[-9]), str(row[-8])
@@ -260,9 +300,9 @@ def report(
     return UsageReport(view, since, until, agent, tz or "local", ordered, total, sorted(unknown), price_source())
 
 
-def _row_label(view: str, tz: Any) -> Callable[[tuple[Any, ...]], tuple[str, dict[str, Any]]]:
+def _row_label(view: str) -> Callable[[tuple[Any, ...]], tuple[str, dict[str, Any]]]:
     if view in TIME_VIEWS:
-        label = _labeller(view, tz)
+        label = _labeller(view)
         return lambda row: (label(int(row[0])), {})
     if view == "session":
         return lambda row: (

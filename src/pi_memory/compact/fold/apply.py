@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..boundary import context_message
 from .records import FoldRecord
-from .view import ContextView, Message
+from .view import ContextView, Message, message_tokens
 
 
 @dataclass
@@ -116,3 +117,17 @@ def folded_messages(view: ContextView, records: Sequence[FoldRecord]) -> list[Me
     for edit in reversed(apply_records(view, records)):
         out[edit.start : edit.end] = [edit.message]
     return out
+
+
+def context_tokens(entries: Sequence[dict[str, Any]], records: Sequence[FoldRecord], family: str) -> int:
+    """Tokens the messages of some branch entries cost a request, folded by the records as the
+    shim would fold them (`core.tokens` estimates): a compaction's context before and after."""
+    msgs: list[Message] = []
+    ids: list[str | None] = []
+    for entry in entries:
+        msg = context_message(entry)
+        if msg is not None and entry.get("type") != "compaction":
+            msgs.append(msg)
+            ids.append(entry.get("id") if isinstance(entry.get("id"), str) else None)
+    view = ContextView(msgs, ids)
+    return sum(message_tokens(m, family) for m in folded_messages(view, records))

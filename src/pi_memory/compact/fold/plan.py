@@ -17,7 +17,7 @@ record, so the prefix changes once per batch instead of once per run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from ..boundary import UNFINISHED_STOPS, tool_call_ids
 from .apply import Applied, locate
 from .records import FoldRecord, Item, Stub
 from .render import args_text, block_text, merge_text, stub_text
-from .view import FOLD_TOOLS, ContextView, content_chars, text_of
+from .view import FOLD_TOOLS, MESSAGE_TOKENS, ContextView, Message, content_chars, message_tokens, text_of
 
 FANOUT = 4  # this many top-level merge blocks of one level merge into one a level higher
 USER_CHARS_BLOCK = 1000  # a user message inside a model's fold keeps this much of its text
@@ -82,19 +82,45 @@ def user_item(view: ContextView, index: int, addresses: Mapping[str, str]) -> It
     return Item(entry=entry, role="user", address=addresses.get(entry), chars=len(text), text=text[:2000])
 
 
-def rendered_chars(view: ContextView, applied: Applied, start: int, end: int) -> int:
-    """Context chars of messages[start..end] as the last request had them (folds applied)."""
+def _rendered(
+    view: ContextView,
+    applied: Applied,
+    start: int,
+    end: int,
+    span_size: Callable[[str], int],
+    stub_size: Callable[[str], int],
+    msg_size: Callable[[Message], int],
+) -> int:
+    """Size of messages[start..end] as the last request had them (folds applied): a span's block
+    and a stub by their text, any other message whole."""
     total = 0
     spans = [(s, e, r) for s, e, r in applied.spans if start <= s and e <= end]
     for i in range(start, end + 1):
         inside = [r for s, e, r in spans if s <= i <= e]
         if inside:
-            total += len(inside[0].text) if any(s == i for s, _e, _r in spans) else 0
+            total += span_size(inside[0].text) if any(s == i for s, _e, _r in spans) else 0
         elif i in applied.stubs:
-            total += len(applied.stubs[i][0]) + 30
+            total += stub_size(applied.stubs[i][0])
         else:
-            total += content_chars(view.messages[i])
+            total += msg_size(view.messages[i])
     return total
+
+
+def rendered_chars(view: ContextView, applied: Applied, start: int, end: int) -> int:
+    """Context chars of messages[start..end] as the last request had them (30: a stub's JSON around it)."""
+    return _rendered(view, applied, start, end, len, lambda text: len(text) + 30, content_chars)
+
+
+def rendered_tokens(view: ContextView, applied: Applied, start: int, end: int) -> int:
+    """The same in tokens for the view's model (`core.tokens`)."""
+    family = view.family
+    size = lambda text: text_tokens(text, family)  # noqa: E731
+    return _rendered(view, applied, start, end, size, size, lambda m: message_tokens(m, family))
+
+
+def text_tokens(text: str, family: str) -> int:
+    """A fold's text (a block, a stub) as one message: its tokens and the message's framing."""
+    return estimate_tokens(text, family) + MESSAGE_TOKENS
 
 
 # --- auto stubs ---------------------------------------------------------------------------
@@ -119,7 +145,10 @@ def _auto_trigger(view: ContextView, candidates: list[int], cfg: FoldSettings, f
     if view.runs_after(candidates[0]) >= cfg.after_runs:
         return "age"
     # tokens by kind of text (`core.tokens`): Chinese output reaches the budget at ~half the characters
-    if sum(estimate_tokens(text_of(view.messages[i].get("content"))) for i in candidates) > cfg.budget_tokens:
+    if (
+        sum(estimate_tokens(text_of(view.messages[i].get("content")), view.family) for i in candidates)
+        > cfg.budget_tokens
+    ):
         return "budget"
     return ""
 
@@ -152,6 +181,8 @@ def plan_auto(
         items=items,
         before_chars=sum(content_chars(view.messages[i]) for i in candidates),
         after_chars=sum(len(s.text) + 30 for s in stubs),  # 30: the JSON around the stub text
+        before_tokens=sum(message_tokens(view.messages[i], view.family) for i in candidates),
+        after_tokens=sum(text_tokens(s.text, view.family) for s in stubs),
         trigger=trigger,
     )
 
@@ -239,6 +270,8 @@ def plan_block(
         items=items,
         before_chars=before,
         after_chars=len(text),
+        before_tokens=rendered_tokens(view, applied, start, end),
+        after_tokens=text_tokens(text, view.family),
         trigger="tool",
     )
 
@@ -265,8 +298,8 @@ def _merge_range(view: ContextView, applied: Applied, cfg: FoldSettings, limit: 
     line = max((e for _s, e, _r in merges), default=view.start - 1)
     fresh_spans = [(s, e, r) for s, e, r in applied.spans if r.kind != "merge" and s > line and e < limit]
     fresh_stubs = [i for i in applied.stubs if line < i < limit]
-    cost = sum(estimate_tokens(r.text) for _s, _e, r in fresh_spans)
-    cost += sum(estimate_tokens(applied.stubs[i][0]) for i in fresh_stubs)
+    cost = sum(estimate_tokens(r.text, view.family) for _s, _e, r in fresh_spans)
+    cost += sum(estimate_tokens(applied.stubs[i][0], view.family) for i in fresh_stubs)
     if fresh_spans or fresh_stubs:
         if cost > cfg.merge_tokens:
             return line + 1, max([e for _s, e, _r in fresh_spans] + fresh_stubs), "budget"
@@ -333,5 +366,7 @@ def plan_merge(
         covers=_covers(applied, start, whole),
         before_chars=before,
         after_chars=len(text),
+        before_tokens=rendered_tokens(view, applied, start, whole),
+        after_tokens=text_tokens(text, view.family),
         trigger=trigger,
     )

@@ -56,6 +56,8 @@ class FoldRecord:
     covers: list[str] = field(default_factory=list)  # merge: record ids it replaced
     before_chars: int = 0  # context chars of the span before this fold
     after_chars: int = 0
+    before_tokens: int = 0  # the same in tokens (`core.tokens`, the model's tokenizer family); 0: an older record
+    after_tokens: int = 0
     trigger: str = ""  # auto: "age" | "budget" | "command"; block: "tool"; merge: "budget" | "fanout"
     v: int = VERSION
 
@@ -66,6 +68,14 @@ class FoldRecord:
     @property
     def saved_chars(self) -> int:
         return max(0, self.before_chars - self.after_chars)
+
+    @property
+    def saved_tokens(self) -> int:
+        """Tokens this fold took out of every later request (a record made before tokens were kept:
+        its characters / 4)."""
+        if self.before_tokens or self.after_tokens:
+            return max(0, self.before_tokens - self.after_tokens)
+        return (self.saved_chars + 3) // 4
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,6 +110,8 @@ def record_from_dict(data: Any) -> FoldRecord | None:
             covers=[str(c) for c in data.get("covers") or []],
             before_chars=int(data.get("before_chars", 0)),
             after_chars=int(data.get("after_chars", 0)),
+            before_tokens=int(data.get("before_tokens", 0)),
+            after_tokens=int(data.get("after_tokens", 0)),
             trigger=str(data.get("trigger", "")),
         )
     except (KeyError, TypeError, ValueError):

@@ -93,7 +93,7 @@ def _said(new: Sequence[FoldRecord], nothing: str) -> str:
     parts = []
     for r in new:
         what = f"{len(r.stubs)} tool outputs stubbed" if r.kind == "stubs" else f"{len(r.items)} entries in one block"
-        parts.append(f"{r.id} ({r.kind}, level {r.level}): {what}, ~{(r.saved_chars + 3) // 4:,} tokens saved")
+        parts.append(f"{r.id} ({r.kind}, level {r.level}): {what}, ~{r.saved_tokens:,} tokens saved")
     return "Folded: " + "; ".join(parts) + ". Folded entries stay readable with session_read by address."
 
 

@@ -1,8 +1,8 @@
 """`/fold status` and `pi-memory status`: what the folds of one session did, from its records alone.
 
-Records nest (a merge replaces earlier blocks and stubs), and each one's `before_chars` is the
-context as it was just before it, so the chars saved add up over all records without double
-counting. Records older than the session's last compaction went away with it and are counted
+Records nest (a merge replaces earlier blocks and stubs), and each one's `before_chars` (and
+`before_tokens`) is the context as it was just before it, so what was saved adds up over all
+records without double counting. Records older than the session's last compaction went away with it and are counted
 apart.
 """
 
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .records import FoldRecord
-from .view import tokens
 
 
 @dataclass
@@ -23,12 +22,9 @@ class FoldStatus:
     stubs: int = 0  # tool outputs replaced by a pointer stub
     blocks: dict[int, int] = field(default_factory=dict)  # level -> live blocks (not merged further)
     saved_chars: int = 0
+    saved_tokens: int = 0  # the records' own token counts (`core.tokens`); chars / 4 for older records
     compacted: int = 0  # records before the last compaction
     last: str = ""  # the newest record: "f7 merge level 2 (budget)"
-
-    @property
-    def saved_tokens(self) -> int:
-        return tokens(self.saved_chars)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +48,7 @@ def fold_status(records: Sequence[FoldRecord], compacted: int = 0) -> FoldStatus
     st.blocks = dict(levels)
     st.stubs = sum(len(r.stubs) for r in live if r.kind == "stubs" and r.id not in merged)
     st.saved_chars = sum(r.saved_chars for r in live)
+    st.saved_tokens = sum(r.saved_tokens for r in live)
     if records:
         r = records[-1]
         st.last = f"{r.id} {r.kind} level {r.level}" + (f" ({r.trigger})" if r.trigger else "")

@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+from ...core.tokens import estimate_tokens, family_of
 from ..boundary import context_message, context_start
 
 Message = dict[str, Any]
@@ -53,8 +55,32 @@ def content_chars(msg: Message) -> int:
     return len(json.dumps(msg.get("content", ""), ensure_ascii=False))
 
 
+MESSAGE_TOKENS = 4  # what a provider's chat format adds per message (role, separators), about
+
+
+def content_tokens(msg: Message, family: str = "openai") -> int:
+    """Tokens a message's content costs the model (`core.tokens`): its texts, thinking, and tool
+    calls' names and arguments (what the provider tokenizes, not the JSON around it)."""
+    content = msg.get("content", "")
+    if isinstance(content, str):
+        return estimate_tokens(content, family)
+    parts = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "toolCall":
+            parts.append(f"{block.get('name', '')} {json.dumps(block.get('arguments'), ensure_ascii=False)}")
+        else:
+            parts.append(str(block.get("text") or block.get("thinking") or ""))
+    return estimate_tokens("\n".join(parts), family)
+
+
+def message_tokens(msg: Message, family: str = "openai") -> int:
+    return content_tokens(msg, family) + MESSAGE_TOKENS
+
+
 def tokens(chars: int) -> int:
-    """pi's own estimate: four characters a token."""
+    """pi's own estimate: four characters a token (for sizes known only in characters)."""
     return (chars + 3) // 4
 
 
@@ -107,6 +133,14 @@ class ContextView:
 
     def index_of(self, entry_id: str) -> int | None:
         return self.at.get(entry_id)
+
+    @cached_property
+    def family(self) -> str:
+        """The tokenizer family of the model answering (its newest assistant message's)."""
+        for msg in reversed(self.messages):
+            if msg.get("role") == "assistant" and msg.get("model"):
+                return family_of(str(msg.get("model")), str(msg.get("provider") or ""))
+        return "openai"
 
     @property
     def current_run(self) -> int:

@@ -4,7 +4,7 @@ What it is for: turning a command line into one call of the facade and its
 answer into text or `--json`. `shell` holds what every command shares (the
 group, `--db`, opening the archive, `answer`: open, call, print); `main` the
 archive's own commands and `main()`; `runs`, `memory`, `review`, `services`,
-`team` and `provenance` (blame, files, history, export, resume) one group each; `examples` the examples under each `--help`.
+`team`, `demo` and `provenance` (blame, files, history, export, resume) one group each; `examples` the examples under each `--help`.
 
 May import: the facade (`pi_memory.archive`, its presenters in
 `pi_memory.archive.present`, the team archive `pi_memory.archive.team`),
@@ -20,7 +20,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # every command group registers its commands on the `cli` group when imported
-from . import memory, provenance, review, runs, semantic, services, team, usage  # noqa: E402, F401
+from . import demo, memory, provenance, review, runs, semantic, services, team, usage  # noqa: E402, F401
 from .main import EXAMPLES, INTERNAL_COMMANDS, cli, main  # noqa: E402
 
 __all__ = ["EXAMPLES", "INTERNAL_COMMANDS", "cli", "main"]

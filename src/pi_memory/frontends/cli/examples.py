@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 # Examples shown under each command's --help (llm / sqlite-utils style). The short ids, runs and
-# entry ids are those of the demo archive (`pi-memory import examples/sessions`); a test runs
-# every example against it, except those of the commands in tests/test_cli_help.py's NOT_RUN.
+# entry ids are those of the demo archive (`pi-memory demo`: the sample sessions in
+# `pi_memory/samples`); a test runs every example against it, except those of the commands in
+# tests/test_cli_help.py's NOT_RUN.
 EXAMPLES: dict[str, tuple[str, ...]] = {
-    "import": ("pi-memory import", "pi-memory import examples/sessions", "pi-memory import --agent claude --json"),
+    "import": ("pi-memory import", "pi-memory import ~/.pi/agent/sessions", "pi-memory import --agent claude --json"),
+    "demo": ("pi-memory demo", "pi-memory demo --query nginx"),
     "search": (
         'pi-memory search "缓存索引 方案"',
         "pi-memory search nginx --session 6aa2dbdd",

