@@ -100,7 +100,9 @@ K = 10
 # --- documents and query sets ------------------------------------------------------------
 
 
-def load_docs(corpus: Path, quick: bool, rng: random.Random) -> tuple[list[Doc], list[Query], list[Query]]:
+def load_docs(
+    corpus: Path, quick: bool, rng: random.Random, books: bool = True
+) -> tuple[list[Doc], list[Query], list[Query]]:
     docs: list[Doc] = []
     cmrc = json.loads((corpus / "cmrc2018-trial" / "cmrc2018_trial.json").read_text(encoding="utf-8"))
     cmrc_q: list[Query] = []
@@ -122,8 +124,7 @@ def load_docs(corpus: Path, quick: bool, rng: random.Random) -> tuple[list[Doc],
         clean = re.sub(r"\{#[^}]*\}|<[^>]+>|[`*]", "", heading).strip()
         if heading_count[heading] == 1 and len(query_tokens(clean)) >= 2:
             vue_q.append(Query("vue-headings", clean, frozenset({idx})))
-    books = CLASSICS + NOVELS
-    for book in books:
+    for book in CLASSICS + NOVELS if books else []:
         chunks = gutenberg_chunks(corpus, book)
         if quick:
             chunks = chunks[: len(chunks) // 3]
@@ -786,6 +787,11 @@ def main() -> None:
         "--embed-parts", default="documents,histories", help="archives to embed for hybrid/semantic (comma-separated)"
     )
     ap.add_argument("--embed-projects", default="", help="histories: embed only these project prefixes (comma-separated)")
+    ap.add_argument(
+        "--small-docs",
+        action="store_true",
+        help="the documents archive of CMRC and the Vue docs alone (no books, no BoolQ/PubMedQA): small enough to embed",
+    )
     ap.add_argument("--fuse-weights", default="", help="also run hybrid at these fuse.LEXICAL_WEIGHT values (tuning)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -793,7 +799,7 @@ def main() -> None:
     header = result_header("quality", {k: str(v) for k, v in vars(args).items()})  # the commit being measured
     with Timer() as t_total:
         rng = random.Random(args.seed)
-        docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng)
+        docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng, books=not args.small_docs)
         per_set = args.fragments or (40 if args.quick else 150)
         frags = FragmentSampler(docs, rng).all_sets(per_set)
         # unique in the spelling typed; CJK fragments cut from the traditional-Chinese classics
@@ -804,13 +810,18 @@ def main() -> None:
             + script.sample("2cjk", script.cjk_run(2), per_set)
             + script.sample("4cjk", script.cjk_run(4), per_set)
             + script.sample("2zh-words", script.two_of(_CJK2), per_set)
+            if classics  # none with --small-docs
+            else []
         )
         mixed = FragmentSampler(docs, rng, surface=True)
         frags += mixed.sample("2en-words", mixed.two_of(_WORD), per_set) + mixed.sample(
             "ident+zh", mixed.ident_and_cjk, per_set
         )
         qs = load_qsets(args.qsets, len(docs), [docs[i] for i in classics], args.quick, random.Random(args.seed))
-        docs += qs.docs
+        if args.small_docs:  # the documents archive without the paragraph sets either
+            qs.queries = [q for q in qs.queries if q.project is not None]
+        else:
+            docs += qs.docs
         queries = cmrc_q + vue_q + frags + qs.queries
         if args.sets:
             queries = [q for q in queries if any(q.set.startswith(p) for p in args.sets.split(","))]

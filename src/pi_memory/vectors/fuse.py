@@ -24,10 +24,10 @@ from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
-LEXICAL_WEIGHT = 0.6  # chosen on the fit half of bench/quality.py's sets (docs/semantic.md)
+LEXICAL_WEIGHT = 0.45  # chosen on the fit half of bench/quality.py's sets (docs/semantic.md)
 # cosine points below the best candidate where the vector side counts nothing: e5-small's cosines of
 # unrelated texts sit ~0.75, of a paraphrase ~0.85-0.9 (docs/semantic.md)
-VECTOR_SPREAD = 0.10
+VECTOR_SPREAD = 0.20
 RRF_K = 60  # the usual constant (Cormack et al. 2009), as in the pilot
 
 
