@@ -91,8 +91,8 @@ from pi_memory.core.text import (  # noqa: E402
     tokenize,
 )
 from pi_memory.search.messages import SESSION_MESSAGE_HITS  # noqa: E402
-from pi_memory.vectors import model as vmodel  # noqa: E402
 from pi_memory.storage.store import decode_text  # noqa: E402
+from pi_memory.vectors import model as vmodel  # noqa: E402
 
 K = 10
 
@@ -654,11 +654,33 @@ def weighted(run: Callable[[Query], list[int]], weight: float) -> Callable[[Quer
     return with_weight
 
 
+def part_runners(
+    systems: Systems, wanted: list[str], part: str, part_queries: list[Query], args: argparse.Namespace
+) -> dict[str, Callable[[Query], list[int]]]:
+    """The systems asked for, on one archive (embedded first when hybrid or semantic is asked)."""
+    runners: dict[str, Callable[[Query], list[int]]] = {
+        "project": systems.project,
+        "spec": systems.spec,
+        "bm25": systems.bm25,
+        "stem": systems.stem,
+        "like": systems.like,
+        "hybrid": systems.hybrid,
+        "semantic": systems.semantic,
+    }
+    runners = {k: v for k, v in runners.items() if k in wanted}
+    if {"hybrid", "semantic"} & set(runners) and part in args.embed_parts.split(","):
+        prefixes = tuple(p for p in args.embed_projects.split(",") if p) if part == "histories" else ()
+        embed_archive(systems.archive, args.work, prefixes or None, part_queries)
+        EMBEDDED[part] = prefixes or None
+    for weight in [w for w in args.fuse_weights.split(",") if w] if "hybrid" in runners else []:
+        runners[f"hybrid@{weight}"] = weighted(systems.hybrid, float(weight))
+    return runners
+
+
 def apply_overrides(settings: list[str]) -> None:
     """`search.RARE_CANDIDATES=100`, `ranking.PHRASE_WEIGHT=0.5` or `scoring.EXACT_RUNS_BONUS=0.5`: for tuning runs only."""
     from pi_memory.core import scoring
     from pi_memory.search import messages as search
-
     from pi_memory.vectors import fuse, hybrid
 
     modules = {"search": search, "ranking": ranking, "scoring": scoring, "fuse": fuse, "hybrid": hybrid}
@@ -786,7 +808,9 @@ def main() -> None:
     ap.add_argument(
         "--embed-parts", default="documents,histories", help="archives to embed for hybrid/semantic (comma-separated)"
     )
-    ap.add_argument("--embed-projects", default="", help="histories: embed only these project prefixes (comma-separated)")
+    ap.add_argument(
+        "--embed-projects", default="", help="histories: embed only these project prefixes (comma-separated)"
+    )
     ap.add_argument(
         "--small-docs",
         action="store_true",
@@ -858,22 +882,7 @@ def main() -> None:
                     f"built in {t_build.ms / 1000:.1f} s",
                     flush=True,
                 )
-                runners: dict[str, Callable[[Query], list[int]]] = {
-                    "project": systems.project,
-                    "spec": systems.spec,
-                    "bm25": systems.bm25,
-                    "stem": systems.stem,
-                    "like": systems.like,
-                    "hybrid": systems.hybrid,
-                    "semantic": systems.semantic,
-                }
-                runners = {k: v for k, v in runners.items() if k in runners_wanted}
-                if {"hybrid", "semantic"} & set(runners) and part in args.embed_parts.split(","):
-                    prefixes = tuple(p for p in args.embed_projects.split(",") if p) if part == "histories" else ()
-                    embed_archive(archive, args.work, prefixes or None, part_queries)
-                    EMBEDDED[part] = prefixes or None
-                for weight in [w for w in args.fuse_weights.split(",") if w] if "hybrid" in runners else []:
-                    runners[f"hybrid@{weight}"] = weighted(systems.hybrid, float(weight))
+                runners = part_runners(systems, runners_wanted, part, part_queries, args)
                 part_results, part_ranks, part_ms = run_systems(runners, part_queries)
                 for name in runners:
                     results.setdefault(name, {}).update(part_results[name])

@@ -22,10 +22,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pi_memory.storage.store import Store  # noqa: E402
+from pi_memory.storage.store import (
+    Store,  # noqa: E402
+    decode_text,  # noqa: E402
+)
 from pi_memory.vectors import model as vmodel  # noqa: E402
 from pi_memory.vectors.codes import dequantize, quantize  # noqa: E402
-from pi_memory.storage.store import decode_text  # noqa: E402
 from pi_memory.vectors.units import UNIT_CONDITION, Unit, pending  # noqa: E402
 
 BATCH = 32

@@ -104,7 +104,19 @@ class PgArchive(Archive):
         echo_options: dict[str, Any] = {"include_echoes": include_echoes, "asking_session": asking_session}
         if not by_writer:
             return super().search(
-                query, limit, project, since, session, roles, scope, kinds, path, agent, until=until, mode=mode, **echo_options
+                query,
+                limit,
+                project,
+                since,
+                session,
+                roles,
+                scope,
+                kinds,
+                path,
+                agent,
+                until=until,
+                mode=mode,
+                **echo_options,
             )
         self.content_searcher(mode)  # an explicit semantic mode is an error here, said as on any team search
         if agent and agent not in AGENTS:

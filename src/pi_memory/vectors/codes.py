@@ -33,7 +33,8 @@ def int8_scores(query: np.ndarray, codes: np.ndarray, scales: np.ndarray) -> np.
     """Cosine of a unit query with stored vectors (each stored vector had unit length)."""
     if len(codes) == 0:
         return np.zeros(0, dtype=np.float32)
-    return (np.asarray(codes, dtype=np.float32) @ np.asarray(query, dtype=np.float32)) * scales
+    scores: np.ndarray = (np.asarray(codes, dtype=np.float32) @ np.asarray(query, dtype=np.float32)) * scales
+    return scores
 
 
 def sign_bits(vectors: np.ndarray, mean: np.ndarray) -> np.ndarray:
@@ -49,8 +50,10 @@ def hamming(query_bits: np.ndarray, bits: np.ndarray) -> np.ndarray:
     words = bits.shape[1] // 8
     if bits.shape[1] % 8 == 0 and bits.flags.c_contiguous:  # 8 bytes at a time
         mine = np.ascontiguousarray(query_bits).view(np.uint64)
-        return np.bitwise_count(bits.view(np.uint64).reshape(-1, words) ^ mine).sum(axis=1, dtype=np.int32)
-    return np.bitwise_count(bits ^ query_bits).sum(axis=1, dtype=np.int32)
+        wide: np.ndarray = np.bitwise_count(bits.view(np.uint64).reshape(-1, words) ^ mine).sum(axis=1, dtype=np.int32)
+        return wide
+    narrow: np.ndarray = np.bitwise_count(bits ^ query_bits).sum(axis=1, dtype=np.int32)
+    return narrow
 
 
 def nearest_by_bits(query_bits: np.ndarray, bits: np.ndarray, k: int) -> np.ndarray:

@@ -54,13 +54,13 @@ def mix(
         lexical_weight = LEXICAL_WEIGHT
     lex, vec = scaled_lexical(lexical), scaled_vector(vector)
     order = {key: i for i, key in enumerate([*lexical, *[k for k in vector if k not in lexical]])}
-    fused = {
-        key: lexical_weight * lex.get(key, 0.0) + (1.0 - lexical_weight) * vec.get(key, 0.0) for key in order
-    }
+    fused = {key: lexical_weight * lex.get(key, 0.0) + (1.0 - lexical_weight) * vec.get(key, 0.0) for key in order}
     return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
-def rrf(rankings: Sequence[Sequence[K]], k: int = RRF_K, weights: Sequence[float] | None = None) -> list[tuple[K, float]]:
+def rrf(
+    rankings: Sequence[Sequence[K]], k: int = RRF_K, weights: Sequence[float] | None = None
+) -> list[tuple[K, float]]:
     """Reciprocal rank fusion: the sum over rankings of weight / (k + rank), rank from 1."""
     weights = weights or [1.0] * len(rankings)
     fused: dict[K, float] = {}

@@ -284,7 +284,9 @@ class HybridSearcher:
             ranked = self._fused(query_vector, lexical, nearest)
         return self._hits(query, ranked[:limit], {h.msg_id: h for h in lexical})
 
-    def _fused(self, query_vector: np.ndarray, lexical: list[Hit], nearest: dict[int, float]) -> list[tuple[int, float]]:
+    def _fused(
+        self, query_vector: np.ndarray, lexical: list[Hit], nearest: dict[int, float]
+    ) -> list[tuple[int, float]]:
         """The lexical hits' scores, every candidate's cosine (a lexical hit's is looked up), fused."""
         lex_scores = {h.msg_id: h.score for h in lexical}
         missing = [i for i in lex_scores if i not in nearest]

@@ -90,7 +90,7 @@ def read_vectors(store: Store, model: str, after_id: int, limit: int) -> tuple[R
         np.frombuffer(b"".join(r[5] for r in rows), dtype=np.int8).reshape(len(rows), DIM),
         np.array([r[6] for r in rows], dtype=np.float32),
     )
-    columns = list(zip(*[r[:5] for r in rows], strict=True)) if rows else [[]] * 5
+    columns: list[tuple[Any, ...]] = list(zip(*[r[:5] for r in rows], strict=True)) if rows else [()] * 5
     block = Rows(
         codes=np.zeros((0, CODE_BYTES), np.uint8),
         ids=np.array(columns[0], dtype=np.int64),
@@ -129,7 +129,10 @@ class ScanIndex:
         try:
             manifest = json.loads((folder / "msg.json").read_text(encoding="utf-8"))
             count, tag = int(manifest["count"]), str(manifest["tag"])
-            arrays = {name: _map(folder / f"msg-{tag}.{name}", dtype, width, count) for name, (dtype, width) in COLUMNS.items()}
+            arrays = {
+                name: _map(folder / f"msg-{tag}.{name}", dtype, width, count)
+                for name, (dtype, width) in COLUMNS.items()
+            }
         except (OSError, ValueError, KeyError, TypeError):
             return None
         return cls(folder, manifest, arrays)

@@ -69,7 +69,9 @@ def embed_line(done: int, total: int, elapsed: float) -> str:
         left = round(elapsed / done * (total - done))
         if 0 < done < total:
             parts.append(
-                f"ETA {left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}" if left >= 3600 else f"ETA {left // 60}:{left % 60:02d}"
+                f"ETA {left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+                if left >= 3600
+                else f"ETA {left // 60}:{left % 60:02d}"
             )
     return " · ".join(parts)
 
