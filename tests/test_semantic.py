@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import python_cli
 from pi_memory import Archive
 from pi_memory.errors import BadInput
 from pi_memory.frontends.cli import cli
@@ -174,6 +176,34 @@ def test_background_steps_embed_new_messages_without_blocking(embedded: Path, tm
         while archive.embed_when_idle() and time.monotonic() < deadline:
             time.sleep(0.05)
         assert units_without_vectors(archive) == 0
+
+
+def test_a_bridge_left_idle_embeds_the_archive_by_itself(db_path: Path, tmp_path: Path):
+    with Archive.open(db_path) as archive:
+        archive.import_paths([sessions(tmp_path / "s")])
+        assert units_without_vectors(archive) > 0
+    log = tmp_path / "bridge.log"
+    with log.open("wb") as err:
+        bridge = subprocess.Popen(
+            [*python_cli(), "--db", str(db_path), "bridge"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        try:
+            left = -1
+            deadline = time.monotonic() + 300  # bounded: the model needs seconds on a busy shared machine
+            while time.monotonic() < deadline and left != 0 and bridge.poll() is None:
+                time.sleep(0.5)
+                with Archive.open(db_path) as archive:
+                    left = units_without_vectors(archive)
+        finally:
+            assert bridge.stdin is not None
+            bridge.stdin.close()
+            bridge.wait(timeout=120)
+    assert left == 0, log.read_text(errors="replace")
+    with Archive.open(db_path) as archive:
+        assert archive.search(QUESTION, limit=1, project="app", mode="semantic")[0].text == KEYCHAIN
 
 
 def test_the_cli_embeds_and_searches_in_each_mode(tmp_path: Path, db_path: Path):
