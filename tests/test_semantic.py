@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -204,6 +205,29 @@ def test_a_bridge_left_idle_embeds_the_archive_by_itself(db_path: Path, tmp_path
     assert left == 0, log.read_text(errors="replace")
     with Archive.open(db_path) as archive:
         assert archive.search(QUESTION, limit=1, project="app", mode="semantic")[0].text == KEYCHAIN
+
+
+def test_watch_embeds_what_it_archived_while_nothing_changes(db_path: Path, tmp_path: Path):
+    pytest.importorskip("watchdog")
+    folder = sessions(tmp_path / "s")
+    log = tmp_path / "watch.log"
+    with log.open("wb") as err:
+        watcher = subprocess.Popen(
+            [*python_cli(), "--db", str(db_path), "watch", str(folder)], stdout=subprocess.DEVNULL, stderr=err
+        )
+        try:
+            done = False
+            deadline = time.monotonic() + 300  # bounded: the model needs seconds on a busy shared machine
+            while time.monotonic() < deadline and not done and watcher.poll() is None:
+                time.sleep(0.5)
+                if db_path.exists():
+                    with Archive.open(db_path) as archive:
+                        state = archive.semantic_state()
+                        done = state.units > 0 and state.embedded == state.units
+        finally:
+            watcher.send_signal(signal.SIGTERM)
+            watcher.wait(timeout=120)
+    assert done, log.read_text(errors="replace")
 
 
 def test_the_cli_embeds_and_searches_in_each_mode(tmp_path: Path, db_path: Path):
