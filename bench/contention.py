@@ -179,7 +179,11 @@ def phase(src: Path, base: Path, crowd: Path, work: Path, args: argparse.Namespa
     slow = sorted((s for r in results for s in r["slow"]), key=lambda s: -s["ms"])
     return {
         "captures": len(service),
-        "service_ms": {**latency_summary(service), "over_10ms": sum(ms > 10 for ms in service), "over_100ms": sum(ms > 100 for ms in service)},
+        "service_ms": {
+            **latency_summary(service),
+            "over_10ms": sum(ms > 10 for ms in service),
+            "over_100ms": sum(ms > 100 for ms in service),
+        },
         "response_ms": latency_summary(response),
         "search_ms": latency_summary(searches),
         "import": {**json.loads(report_text), "seconds_with_crowd": round(import_s, 1)},
@@ -204,7 +208,12 @@ def _lost(src: Path, db: Path, results: list[dict[str, Any]]) -> int:
     wanted = [t for r in results for t in r["acked"]]
     env = dict(os.environ, PYTHONPATH=str(src))
     out = subprocess.run(
-        [sys.executable, "-c", LOST, str(db)], input=json.dumps(wanted), env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", LOST, str(db)],
+        input=json.dumps(wanted),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return int(out.stdout.strip())
 
@@ -250,7 +259,19 @@ def main() -> None:
     print()
     print(
         table(
-            ["code", "captures", "p50", "p99", "max", ">10 ms", ">100 ms", "resp p99", "search p95", "import s", "lost"],
+            [
+                "code",
+                "captures",
+                "p50",
+                "p99",
+                "max",
+                ">10 ms",
+                ">100 ms",
+                "resp p99",
+                "search p95",
+                "import s",
+                "lost",
+            ],
             [
                 [
                     r["label"],

@@ -3,6 +3,8 @@
 Usage:
     python bench/pg_scale.py --pg postgresql://user:pass@127.0.0.1:5432/db [--sizes 30000,300000]
                              [--out bench/results/pg_scale.json]
+    python bench/pg_scale.py --pg 'postgresql://...?options=-csearch_path%3Dbench_x' --reuse /tmp/.../bench.db
+                             [--rounds 2] --out bench/results/pg_scale_reuse.json
 
 A synthetic bilingual corpus (Zipf-distributed Chinese words, English words,
 identifiers; deterministic from --seed) is written as pi session files, then
@@ -13,6 +15,11 @@ words and phrases, identifiers, mixed and long questions) run twice on a fresh
 archive object (cold df cache, then warm); every latency is recorded. After a
 PostgreSQL import the bench runs ANALYZE (timed), as autovacuum would. Prints a
 table and writes the figures as JSON.
+
+`--reuse SQLITE_FILE` measures the queries only, on archives an earlier run built (the SQLite file
+it names, the schema in --pg's search_path): both backends alternated for --rounds rounds, so a
+server setting (`shared_buffers`, recorded with the results) can be compared on the same archives
+without importing them again.
 
 PGPASSWORD or ~/.pgpass work as usual; the URL printed is redacted.
 """
@@ -157,19 +164,23 @@ def measure_queries(target: str, queries: list[tuple[str, str]], scope: str = "c
     """Latencies of the queries on a fresh archive object; `scope="summary"` searches run summaries."""
     latencies: list[float] = []
     per_kind: dict[str, list[float]] = {}
+    warm: list[float] = []  # the last pass: every token's document frequency cached (a long-lived process)
     with Archive.open(target) as archive:
         archive.preload_search()  # NumPy, loaded at a first search otherwise: not a query's cost
-        for _ in range(PASSES):
+        for k in range(PASSES):
             for kind, q in queries:
                 t = time.perf_counter()
                 archive.search(q, limit=10, scope=scope)
                 ms = (time.perf_counter() - t) * 1000
                 latencies.append(ms)
                 per_kind.setdefault(kind, []).append(ms)
+                if k == PASSES - 1:
+                    warm.append(ms)
     return {
         "p50_ms": round(statistics.median(latencies), 2),
         "p95_ms": round(_pct(latencies, 95), 2),
         "max_ms": round(max(latencies), 2),
+        "warm_p95_ms": round(_pct(warm, 95), 2),
         "queries": len(latencies),
         "max_by_kind_ms": {k: round(max(v), 2) for k, v in sorted(per_kind.items())},
     }
@@ -206,13 +217,49 @@ def analyze(url: str) -> float:
         return round(time.perf_counter() - t, 1)
 
 
+def server_settings(url: str) -> dict[str, str]:
+    """The server settings that decide how often a posting's heap page is read from the OS."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT name, current_setting(name) FROM pg_settings WHERE name IN ('shared_buffers', 'server_version')"
+        ).fetchall()
+    return {str(name): str(value) for name, value in rows}
+
+
+def reuse(args: argparse.Namespace) -> dict[str, Any]:
+    """Queries only on archives built before: both backends alternated, `--rounds` rounds."""
+    queries = Corpus(args.seed).queries()
+    out: dict[str, Any] = {}
+    for k in range(args.rounds):
+        for backend, target in (("sqlite", args.reuse), ("postgres", args.pg)):
+            for scope in ("content", "summary"):
+                figures = measure_queries(target, queries, scope)
+                del figures["max_by_kind_ms"]
+                out[f"round{k + 1} {backend} {scope}"] = figures
+                print(f"  round {k + 1} {backend:8} {scope:7} {json.dumps(figures)}", file=sys.stderr, flush=True)
+    return out
+
+
+def reuse_table(results: dict[str, Any]) -> str:
+    head = "round  backend   scope    p50 ms  p95 ms  max ms  warm p95"
+    lines = [head, "-" * len(head)]
+    for key, r in results.items():
+        rnd, backend, scope = key.split()
+        lines.append(
+            f"{rnd:6} {backend:9} {scope:7} {r['p50_ms']:>7} {r['p95_ms']:>7} {r['max_ms']:>7} {r['warm_p95_ms']:>9}"
+        )
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in args.sizes.split(",")]
     corpus = Corpus(args.seed)
     queries = corpus.queries()
     work = Path(tempfile.mkdtemp(prefix="pi-memory-bench-"))
     targets = {"sqlite": str(work / "bench.db"), "postgres": fresh_pg_schema(args.pg)}
-    results: dict[str, Any] = {b: {} for b in targets}
+    results: dict[str, Any] = {b: {} for b in targets}  # and "same": both backends' hits compared
     done = 0
     for size in sizes:
         files = write_sessions(corpus, work / f"upto-{size}", done, size - done, 1_760_000_000_000)
@@ -238,8 +285,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry.update(prefixed("summary_", measure_queries(target, queries, scope="summary")))
             results[backend][str(size)] = entry
             print(f"  {backend:8} {size:>8}: {json.dumps(entry)}", file=sys.stderr, flush=True)
+        results.setdefault("same", {})[str(size)] = same_hits(targets["sqlite"], targets["postgres"], queries)
+        print(f"  same hits and scores {size:>8}: {results['same'][str(size)]}", file=sys.stderr, flush=True)
         done = size
     return results
+
+
+def same_hits(lite_target: str, team_target: str, queries: list[tuple[str, str]]) -> dict[str, Any]:
+    """How many queries get the same hits with the same scores, in the same order, on both backends
+    (messages: session, seq, score; run summaries: session, start, score), and which do not."""
+    out: dict[str, Any] = {}
+    with Archive.open(lite_target) as lite, Archive.open(team_target) as team:
+        for scope in ("content", "summary"):
+            differ = [q for _kind, q in queries if _hit_keys(lite, q, scope) != _hit_keys(team, q, scope)]
+            out[scope] = f"{len(queries) - len(differ)}/{len(queries)}"
+            if differ:
+                out[f"{scope}_differ"] = differ
+    return out
+
+
+def _hit_keys(archive: Any, query: str, scope: str) -> list[tuple[Any, ...]]:
+    hits = archive.search(query, limit=10, scope=scope)
+    if scope == "summary":
+        return [(h.run.session_id, h.run.start_ts, h.score) for h in hits]
+    return [(h.session_id, h.seq, h.score) for h in hits]
 
 
 def stats_runs(target: str) -> int:
@@ -251,6 +320,8 @@ def table(results: dict[str, Any], sizes: list[str]) -> str:
     head = "backend   size      import msg/s  p50 ms  p95 ms  max ms  bytes/msg    runs  runs p50  runs p95  runs max"
     lines = [head, "-" * len(head)]
     for backend, by_size in results.items():
+        if backend == "same":
+            continue
         for size in sizes:
             r = by_size[size]
             lines.append(
@@ -262,6 +333,15 @@ def table(results: dict[str, Any], sizes: list[str]) -> str:
         ratio = last["p95_ms"] / max(first["p95_ms"], 0.01)
         runs_ratio = last["summary_p95_ms"] / max(first["summary_p95_ms"], 0.01)
         lines.append(f"{backend:9} p95({sizes[-1]})/p95({sizes[0]}) = {ratio:.2f}, run summaries {runs_ratio:.2f}")
+    for size in sizes:
+        lite, team = results["sqlite"][size], results["postgres"][size]
+        same = results.get("same", {}).get(size, {})
+        lines.append(
+            f"{size:>8}: postgres/sqlite import {team['import_msgs_per_s'] / max(lite['import_msgs_per_s'], 1):.2f}, "
+            f"p95 {team['p95_ms'] / max(lite['p95_ms'], 0.01):.2f}, summary p95 "
+            f"{team['summary_p95_ms'] / max(lite['summary_p95_ms'], 0.01):.2f}; same hits and scores: "
+            f"messages {same.get('content')}, summaries {same.get('summary')}"
+        )
     return "\n".join(lines)
 
 
@@ -271,10 +351,27 @@ def main() -> None:
     parser.add_argument("--sizes", default="30000,300000")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="bench/results/pg_scale.json")
+    parser.add_argument("--reuse", metavar="SQLITE_FILE", help="measure queries only on archives built before")
+    parser.add_argument("--rounds", type=int, default=2, help="with --reuse: rounds of both backends")
     args = parser.parse_args()
     if not args.pg:
         parser.error("give --pg URL or set PI_MEMORY_TEST_PG")
     commit = git_commit()  # what is measured: the code as it is when the run starts
+    if args.reuse:
+        results = reuse(args)
+        text = reuse_table(results)
+        print(text)
+        write(
+            args.out,
+            {
+                "benchmark": "pg_scale_reuse",
+                "commit": commit,
+                **about(args),
+                "results": results,
+                "table": text.splitlines(),
+            },
+        )
+        return
     results = run(args)
     sizes = [s.strip() for s in args.sizes.split(",")]
     text = table(results, sizes)
@@ -282,18 +379,30 @@ def main() -> None:
     out = {
         "benchmark": "pg_scale",
         "commit": commit,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
-        "pg": redact(args.pg),
+        **about(args),
         "corpus": {"seed": args.seed, "messages_per_session": SESSION_MESSAGES, "passes": PASSES},
         "results": results,
         "p95_ratio": {
-            b: round(results[b][sizes[-1]]["p95_ms"] / max(results[b][sizes[0]]["p95_ms"], 0.01), 2) for b in results
+            b: round(results[b][sizes[-1]]["p95_ms"] / max(results[b][sizes[0]]["p95_ms"], 0.01), 2)
+            for b in ("sqlite", "postgres")
         },
         "table": text.splitlines(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write(args.out, out)
+
+
+def about(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
+        "pg": redact(args.pg),
+        "server": server_settings(args.pg),
+    }
+
+
+def write(path: str, out: dict[str, Any]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ WHAT = {
     "import_memory": "peak memory of `pi-memory import` per process (`bench/import_memory.py`)",
     "packed-search": "what packed text costs a search (`bench/packed_search.py`)",
     "pg_scale": "the scale benchmark on PostgreSQL beside SQLite (`bench/pg_scale.py`)",
+    "pg_shards": "sharding the team archive by workspace, simulated on one server (`bench/pg_shards.py`)",
+    "pg_scale_reuse": "the queries of `bench/pg_scale.py` again on its archives, both backends alternated, with a server setting changed (`--reuse`)",
     "quality": "ranking quality: R@k and MRR@10 per query set against bm25 baselines (`bench/quality.py`)",
     "review": "`pi-memory review` time and memory (`bench/review_bench.py`)",
     "run-index-ab": "run summaries in their own index or the messages' (`bench/` A/B, reverted)",

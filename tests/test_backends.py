@@ -196,6 +196,49 @@ def test_both_backends_rank_the_same_hits_in_the_same_order(request: pytest.Fixt
             assert a == b, query
 
 
+def test_both_backends_rank_the_same_runs_by_their_summaries(request: pytest.FixtureRequest, tmp_path: Path):
+    pg = request.getfixturevalue("pg_url")
+    with Archive.open(tmp_path / "local.db") as lite, Archive.open(pg) as team:
+        lite.import_paths([PI_DATA])
+        team.import_paths([PI_DATA])
+        for query in QUERIES + ["proxy_buffering 断流", "购物车角标不更新", "响应式", "the", "compaction summary"]:
+            a = [
+                (h.run.session_id, h.run.start_ts, h.score, h.run.summary)
+                for h in lite.search(query, 20, scope="summary")
+            ]
+            b = [
+                (h.run.session_id, h.run.start_ts, h.score, h.run.summary)
+                for h in team.search(query, 20, scope="summary")
+            ]
+            assert a == b, query
+
+
+def test_both_backends_keep_the_same_lengths_for_ranking(request: pytest.FixtureRequest, tmp_path: Path):
+    """The token counts BM25 divides by: SQLite's FTS5 docsize, PostgreSQL's `ntokens` written beside the row."""
+    pg = request.getfixturevalue("pg_url")
+    with Archive.open(tmp_path / "local.db") as lite, Archive.open(pg) as team:
+        lite.import_paths([PI_DATA])
+        team.import_paths([PI_DATA])
+        ids = {
+            name: [int(r[0]) for r in archive.store.rows(f"SELECT id FROM {table} ORDER BY session_id, {order}")]
+            for name, archive in (("lite", lite), ("team", team))
+            for table, order in (("msg", "seq"),)
+        }
+        assert len(ids["lite"]) == len(ids["team"]) == 160
+        lite_counts = lite.store.msg_token_counts(ids["lite"])
+        team_counts = team.store.msg_token_counts(ids["team"])
+        assert [lite_counts.get(i) for i in ids["lite"]] == [team_counts.get(i) for i in ids["team"]]
+        assert sum(1 for i in ids["team"] if i in team_counts) == 124  # every indexed message
+        runs = {
+            name: a.store.rows("SELECT id FROM run ORDER BY session_id, start_ts")
+            for name, a in (("l", lite), ("t", team))
+        }
+        lite_runs = lite.store.run_token_counts([int(r[0]) for r in runs["l"]])
+        team_runs = team.store.run_token_counts([int(r[0]) for r in runs["t"]])
+        assert [lite_runs.get(int(r[0])) for r in runs["l"]] == [team_runs.get(int(r[0])) for r in runs["t"]]
+        assert sorted(lite.store.run_token_sample(500)) == sorted(team.store.run_token_sample(500))
+
+
 # --- read ----------------------------------------------------------------------------
 
 

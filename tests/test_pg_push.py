@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -63,11 +64,11 @@ def test_an_interrupted_push_resumes_without_duplicates(local: Path, pg_url: str
     real = PgStore._write_txn
     calls = {"n": 0}
 
-    def dies_on_the_fourth(self: PgStore, txn: list) -> list:  # type: ignore[type-arg]
+    def dies_on_the_fourth(self: PgStore, *args: Any) -> Any:
         calls["n"] += 1
         if calls["n"] == 4:
             raise KeyboardInterrupt  # the laptop lid closes mid-push
-        return real(self, txn)
+        return real(self, *args)
 
     with Archive.open(local) as lite, Archive.open(pg_url) as team:
         monkeypatch.setattr(PgStore, "_write_txn", dies_on_the_fourth)

@@ -238,13 +238,12 @@ def test_run_counts_of_common_summary_tokens_are_estimated_past_the_cap(
 
     for k in range(20):
         one_session(tmp_path / "s", f"run{k:05d}-0001", [f"部署 step {k}", f"done {k}"])
-    monkeypatch.setattr(pg_store, "RUN_DF_EXACT_CAP", 4)
     monkeypatch.setattr(pg_store, "RUN_DF_WINDOW", 5)
     monkeypatch.setattr(pg_store, "RUN_WINDOW", 5)
     with Archive.open(pg_url) as archive:
         archive.import_paths([tmp_path / "s"])
-        assert archive.store.run_summary_df(query_tokens("部署")[0], 20_000) == 20  # the window's density, scaled
-        assert archive.store.run_summary_df(query_tokens("step")[0], 3) == 20  # the caller's cap is lower still
+        assert archive.store.run_summary_df(query_tokens("部署")[0], 20_000) == 20  # counted: under the cap
+        assert archive.store.run_summary_df(query_tokens("step")[0], 3) == 20  # past it: the window's density, scaled
         newest = archive.store.run_summary_recent(query_tokens("部署"), 50)  # only the newest run ids
         assert len(newest) == 5
         assert archive.store.run_summary_recent(query_tokens("部署"), 1) == newest[:1]  # walked back along the ids

@@ -25,8 +25,8 @@ from ..ingest.push import PushReport, push
 from ..runs import forget as forget_plan
 from ..runs.forget import ForgetPlan
 from ..search.messages import Hit
-from ..search.pg import PgSearcher, TeamFilters, writer_filter
-from ..search.runs import RunHit, RunSearcher
+from ..search.pg import PgRunSearcher, PgSearcher, TeamFilters, writer_filter
+from ..search.runs import RunHit
 from ..storage.pg.store import PgStore
 from ..storage.store import Store
 from .api import Archive
@@ -48,7 +48,7 @@ class PgArchive(Archive):
         self.pg = pg
         self.store = cast(Store, pg)  # the same store calls as the SQLite Store
         self.searcher = PgSearcher(pg)
-        self.run_searcher = RunSearcher(self.store)
+        self.run_searcher = PgRunSearcher(pg)
 
     @classmethod
     def connect(cls, url: str) -> PgArchive:

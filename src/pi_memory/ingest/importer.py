@@ -232,8 +232,7 @@ class Importer:
         if unit is None:
             return
         unit.source = source
-        if prepared.edits and not self.keep_lines:
-            # (the team archive's write path reads every new message's edits back after it: no plan)
+        if prepared.edits:
             self._pending_edits.append((unit.session_id, prepared.edits))
         self._pending.append(unit)
         self._pending_messages += len(unit.messages)

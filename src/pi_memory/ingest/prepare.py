@@ -121,7 +121,10 @@ def _message_line(
         cut = cuts[r.hash] = (chars, grams, typed, packed)
     chars, grams, typed, packed = cut
     indexed = r.indexed and bool(chars or grams)
-    raw, packed_raw = (entry.raw, None) if keep_lines else (None, codec.compress(entry.raw, r.text))
+    # the team archive keeps a line compressed alone: made here, outside its write transaction
+    raw, packed_raw = (
+        (entry.raw, codec.compress(entry.raw)) if keep_lines else (None, codec.compress(entry.raw, r.text))
+    )
     return (
         message_ts(entry),
         r.role,

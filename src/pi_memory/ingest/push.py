@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core import jsonline
 from ..storage.pg.store import PgStore
-from ..storage.store import NewEntry, NewMessage, SessionRow, Store, decode_text, decompress
+from ..storage.store import NewEntry, NewMessage, SessionRow, Store, compress, decode_text, decompress
 from ..storage.usage import COLUMNS as USAGE_COLUMNS
 from ..storage.writes import BATCH, SessionWrite
 
@@ -89,6 +89,7 @@ def plan_session(local: Store, team: PgStore, row: SessionRow) -> SessionWrite:
         m = NewMessage(row.id, r[0], r[1], text, bool(r[3]), r[4], r[5], meta if isinstance(meta, dict) else {}, r[7])
         if r[8] is not None:
             m.raw, m.entry_type = decompress(r[8], text), str(r[9])
+            m.packed_raw = compress(m.raw)  # as the team archive keeps it, outside the transaction
         m.prepare()
         messages.append(m)
     entries = [
@@ -113,10 +114,11 @@ def push(local: Store, team: PgStore, progress: Callable[[PushReport], None] | N
                FROM session ORDER BY id"""
         )
     ]
-    for start in range(0, len(rows), SESSIONS_PER_ROUND):
-        _push_round(local, team, rows[start : start + SESSIONS_PER_ROUND], report)
-        if progress:
-            progress(report)
+    with team.merging_in_steps():  # the token indexes' pending lists merged once, at the end
+        for start in range(0, len(rows), SESSIONS_PER_ROUND):
+            _push_round(local, team, rows[start : start + SESSIONS_PER_ROUND], report)
+            if progress:
+                progress(report)
     return report
 
 

@@ -5,27 +5,29 @@ tokens are rare, which common), the exact re-rank (`ranking.score_text`),
 recency tie-breaks and snippets are inherited unchanged, so both backends
 return the same hits in the same order.
 
-- Document frequency: a common token's comes from PostgreSQL's own statistics
-  (ANALYZE keeps the most common tsvector elements and their frequencies,
-  `pg_stats.most_common_elems`), loaded once per process; any other token's is
-  `count(*)` over at most `PG_DF_EXACT_CAP + 1` rows holding it
-  (`tokens @@ 't'::tsquery`), estimated from the newest `PG_DF_WINDOW` ids above
-  the cap (only before the first ANALYZE). Counting visits a heap page per
-  posting, so reading the frequent ones from statistics is what keeps a fresh
-  process's first query fast. Cached per process like the SQLite searcher's.
-- Rare track: the full postings of the rarest tokens within a fixed budget,
-  summed by idf weight in SQL, best `RARE_CANDIDATES` kept.
+- Document frequency: as SQLite makes it (`Searcher.document_frequency`), exact
+  up to `DF_EXACT_CAP`, above it the density among the newest `DF_WINDOW` ids,
+  cached per process the same way. The tokens of a query not cached yet are
+  counted in one statement (`PgStore.capped_counts`) and those past the cap
+  estimated in another (`PgStore.estimate_dfs_from_window`): each would be a
+  round trip. ANALYZE's statistics (`pg_stats.most_common_elems`) only say
+  which tokens are far past the cap and need no exact count (a count visits a
+  heap page per posting).
+- Rare track: the full postings of the rarest tokens within SQLite's budget,
+  summed by idf weight in SQL, best `RARE_CANDIDATES` kept; echoes left out by
+  the row's flag, so each token is one positive GIN term (no recheck).
 - Recent track: the newest ids holding all common anchors, within the newest
   `PG_RECENT_WINDOW` ids (`ORDER BY id DESC LIMIT k`). When the anchors are
   expected in many rows of the window, the newest rows are walked backwards
   along the primary key and stop after k matches; when they are expected in
-  few, the GIN index finds them. Either way at most the window is read.
+  few, the GIN index finds them. The same ids either way.
 
-The budgets are smaller than SQLite's (`PG_*` below): FTS5 reads a posting
-from the index alone, while PostgreSQL visits the row's heap page for each
-one (about ten times the cost, see bench/results/pg_scale_text_array.json), so
-the same time bound allows fewer postings. Below the budgets both backends
-pick the same candidates and return identical hits.
+The budgets are SQLite's: both backends pick the same candidates and return
+the same hits with the same scores (bench/pg_scale.py compares them). A search
+runs in one transaction whose settings, counters and newest ids are read in
+one round trip (`PgStore.searching`); statements are prepared at first use.
+`PgRunSearcher` runs the summary track (`search.runs.RunSearcher`) the same way.
+See docs/team-archive.md for the measurements and the plans.
 
 Search filters add who wrote a message: `mine` (the connected role), `team`
 (members of a PostgreSQL group role) and `authors` (display names).
@@ -36,22 +38,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ..core.text import QueryToken
-from ..storage.pg.sql import indexable, lexeme, tsquery, without_echoes
-from .common import rarest_within
-from .messages import RECENT_CANDIDATES, Filters, Hit, QueryPlan, Searcher, not_among
+from ..core.text import QueryToken, query_tokens, surface_tokens
+from ..storage.pg.sql import indexable, lexeme, tsquery
+from ..storage.pg.store import SURELY_PAST_CAP
+from .messages import (
+    DF_EXACT_CAP,
+    DF_WINDOW,
+    RARE_POSTINGS_BUDGET,
+    RECENT_CANDIDATES,
+    RECENT_WINDOW,
+    Filters,
+    Hit,
+    QueryPlan,
+    Searcher,
+    not_among,
+)
 from .messages import filter_sql as shared_filter_sql
+from .runs import DF_EXACT_CAP as RUN_DF_EXACT_CAP
+from .runs import RunHit, RunSearcher
 
 if TYPE_CHECKING:
     from ..storage.pg.store import PgStore
     from ..storage.store import Store
 
 
-PG_DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
-PG_DF_WINDOW = 10_000  # newest ids used to estimate the df of a very common token
-PG_RARE_POSTINGS_BUDGET = 6_000  # postings read in full per query (rare track)
-PG_RECENT_WINDOW = 30_000  # the recent track looks only at the newest ids
+PG_DF_EXACT_CAP = DF_EXACT_CAP  # count postings exactly up to here, estimate above (as SQLite)
+PG_DF_WINDOW = DF_WINDOW  # newest ids used to estimate the df of a very common token (as SQLite)
+# the rare track's budget and the recent track's window are SQLite's (`messages`): the same plan,
+# the same candidates, the same hits
+PG_RARE_POSTINGS_BUDGET = RARE_POSTINGS_BUDGET
+PG_RECENT_WINDOW = RECENT_WINDOW
 WALK_FROM_EXPECTED = 4 * RECENT_CANDIDATES  # expected matches in the window above which walking wins
+# (a search's settings, the counters and the newest ids: `PgStore.searching`, one round trip)
 
 
 @dataclass
@@ -89,9 +107,12 @@ def _team_clauses(f: TeamFilters, clauses: list[str], params: list[Any], alias: 
         params.append(list(f.authors))
 
 
-def pg_match(query: str, filters: Filters) -> str:
-    """A tsquery whose matches that are echoes (`core.echo`) are left out, unless they are asked for."""
-    return query if filters.include_echoes else without_echoes(query)
+def echo_sql(filters: Filters, alias: str = "") -> str:
+    """Echoes (`core.echo`) left out by the row's flag, unless they are asked for: an indexed row holds
+    the echo lexeme exactly when its `echo` is set, and a condition on a column keeps the tsquery one
+    positive term, which the GIN index answers without reading the row's tokens again (a `!` in the
+    tsquery makes every match a recheck: the row's tsvector read and decompressed)."""
+    return "TRUE" if filters.include_echoes else f"{alias}echo = 0"
 
 
 def writer_filter(f: TeamFilters, alias: str) -> tuple[str, list[Any]]:
@@ -114,24 +135,21 @@ class PgSearcher(Searcher):
         self._shares_at = -2
 
     def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
-        # Inside the search's transaction: token lookups must go through the GIN index (a planner
-        # without fresh statistics may otherwise scan the table, whose cost grows with the archive).
-        with self.pg.read():
-            self.pg.conn.execute("SET LOCAL enable_seqscan = off")
+        with self.pg.searching():
             return super().search(query, limit=limit, filters=filters)
 
     def where(self, filters: Filters) -> tuple[str, list[Any]]:
         return filter_sql(filters, self.pg)
 
     def plan(self, query: str) -> QueryPlan:
-        """The SQLite plan, its rare tokens re-chosen within PostgreSQL's smaller postings budget."""
+        """The SQLite plan (same budgets), its document frequencies counted in one statement first
+        (SQLite counts each in-process; here each would be a round trip), kept for the recent track."""
+        n_docs = self.pg.counters().get("indexed_docs", 0)
+        self.df_cache.check(n_docs)
+        self._frequencies(query_tokens(query) + surface_tokens(query), n_docs)
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
-        present = plan.rare + plan.common  # ordered by df, rarest first
-        rare = rarest_within(present, plan.df, PG_RARE_POSTINGS_BUDGET)
-        return QueryPlan(
-            plan.tokens, plan.df, rare, present[len(rare) :], plan.n_docs, plan.surface, plan.exact, plan.exact_typed
-        )
+        return plan
 
     def common_shares(self, n_docs: int) -> dict[str, float]:
         """token -> share of documents, for the tokens ANALYZE found most common (reloaded as the df cache is)."""
@@ -141,46 +159,45 @@ class PgSearcher(Searcher):
         return self._shares
 
     def document_frequency(self, token: QueryToken, n_docs: int) -> int:
-        key = lexeme(token)  # `t:構` (as typed) apart from `构`
-        cached = self.df_cache.get(key)
+        cached = self.df_cache.get(lexeme(token))  # `t:構` (as typed) apart from `构`
         if cached is not None:
             return cached
-        if not indexable(token.text):
-            return 0  # longer than any lexeme the index holds
-        share = self.common_shares(n_docs).get(lexeme(token))
-        if share is not None and share * n_docs > PG_DF_EXACT_CAP:
-            estimate = int(share * n_docs)
-            self.df_cache.put(key, estimate)
-            return estimate
-        count = int(
-            self.pg.scalar(
-                "SELECT count(*) FROM (SELECT 1 FROM msg WHERE tokens @@ %s::tsquery LIMIT %s) capped",
-                (tsquery([token]), PG_DF_EXACT_CAP + 1),
-            )
-        )
-        if count > PG_DF_EXACT_CAP:
-            count = self._estimate_pg_df(token, n_docs)
-        self.df_cache.put(key, count)
-        return count
+        return self._frequencies([token], n_docs)[lexeme(token)]
 
-    def _estimate_pg_df(self, token: QueryToken, n_docs: int) -> int:
-        """Density of a very common token among the newest ids, scaled to the archive."""
-        return self.pg.estimate_df_from_window("msg", token, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
+    def _frequencies(self, tokens: list[QueryToken], n_docs: int) -> dict[str, int]:
+        """The document frequencies of tokens not cached yet, as SQLite makes them (`Searcher.
+        document_frequency`): exact up to `DF_EXACT_CAP`, above it the density among the newest
+        `DF_WINDOW` ids. The exact counts go in one statement; a token ANALYZE's statistics put far
+        past the cap is not counted (thousands of heap pages), only estimated."""
+        todo = {lexeme(t): t for t in tokens if self.df_cache.get(lexeme(t)) is None}
+        out = {key: 0 for key, t in todo.items() if not indexable(t.text)}  # longer than any lexeme
+        shares = self.common_shares(n_docs)
+        usable = [t for key, t in todo.items() if key not in out]
+        to_count = [t for t in usable if shares.get(lexeme(t), 0.0) * n_docs <= SURELY_PAST_CAP * PG_DF_EXACT_CAP]
+        counts = self.pg.capped_counts("msg", to_count, PG_DF_EXACT_CAP)
+        out.update({lexeme(t): n for t, n in zip(to_count, counts, strict=True)})
+        past = [t for t in usable if out.get(lexeme(t), PG_DF_EXACT_CAP + 1) > PG_DF_EXACT_CAP]
+        estimates = self.pg.estimate_dfs_from_window("msg", past, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
+        out.update({lexeme(t): n for t, n in zip(past, estimates, strict=True)})
+        for key, value in out.items():
+            self.df_cache.put(key, value)
+        return out
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
+        part = f"SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery AND {echo_sql(filters)}"
         for t in plan.rare:
-            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-            params += [weights[t.text], pg_match(tsquery([t]), filters)]
+            parts.append(part)
+            params += [weights[t.text], tsquery([t])]
             if t.text in plan.exact:  # as typed: once more for the rows holding no other spelling
                 others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
-                parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-                params += [weights[t.text], pg_match(f"{tsquery([t])} & !({others})", filters)]
+                parts.append(part)
+                params += [weights[t.text], f"{tsquery([t])} & !({others})"]
         for text in plan.exact_typed:  # a character typed as a text in the other script holds it
-            parts.append("SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery")
-            params += [weights[text], pg_match(tsquery([QueryToken(text, "surface")]), filters)]
+            parts.append(part)
+            params += [weights[text], tsquery([QueryToken(text, "surface")])]
         union = " UNION ALL ".join(parts)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         params += oparams
@@ -198,7 +215,7 @@ class PgSearcher(Searcher):
         if not anchors:
             return []
         low = max(0, self.pg.max_msg_id() - PG_RECENT_WINDOW)
-        query = pg_match(tsquery(anchors, "|" if use_or else "&"), filters)
+        query = tsquery(anchors, "|" if use_or else "&")
         # `IS TRUE` hides the match from the GIN index, so the plan is the backward walk along the key
         walk = self._expected_in_window(anchors, use_or) >= WALK_FROM_EXPECTED
         match = "(m.tokens @@ %s::tsquery) IS TRUE" if walk else "m.tokens @@ %s::tsquery"
@@ -207,7 +224,8 @@ class PgSearcher(Searcher):
         sql = "SELECT m.id FROM msg m"
         if filters.active:
             sql += " JOIN session s ON s.id = m.session_id"
-        sql += f" WHERE {match} AND m.id > %s AND {outside} AND {where} ORDER BY m.id DESC LIMIT %s"
+        sql += f" WHERE {match} AND {echo_sql(filters, 'm.')} AND m.id > %s AND {outside} AND {where}"
+        sql += " ORDER BY m.id DESC LIMIT %s"
         return [int(r[0]) for r in self.pg.rows(sql, [query, low] + oparams + fparams + [limit])]
 
     def _expected_in_window(self, anchors: list[QueryToken], use_or: bool) -> float:
@@ -218,3 +236,33 @@ class PgSearcher(Searcher):
         for x in shares:
             share *= (1.0 - x) if use_or else x
         return PG_RECENT_WINDOW * ((1.0 - share) if use_or else share)
+
+
+class PgRunSearcher(RunSearcher):
+    """The summary track (`RunSearcher`) with PostgreSQL's way of running it: one transaction whose
+    settings, counters and newest ids are read in one round trip, and the run counts of a query's
+    tokens counted in one statement before the inherited code asks for them one at a time."""
+
+    def __init__(self, store: PgStore) -> None:
+        super().__init__(cast("Store", store))
+        self.pg = store
+
+    def search(
+        self,
+        query: str,
+        limit: int = 10,
+        project: str | None = None,
+        since_ms: int | None = None,
+        session_id: str | None = None,
+        path: str | None = None,
+        kinds: tuple[str, ...] = (),
+        extra: tuple[str, list[Any]] = ("TRUE", []),
+        agent: str | None = None,
+        echoes: bool = False,
+    ) -> list[RunHit]:
+        with self.pg.searching():
+            self.df_cache.check(self.pg.counters().get("run_docs", 0))
+            todo = [t for t in query_tokens(query) if self.df_cache.get(t.text) is None]
+            for text, count in self.pg.run_summary_dfs(todo, RUN_DF_EXACT_CAP).items():
+                self.df_cache.put(text, count)
+            return super().search(query, limit, project, since_ms, session_id, path, kinds, extra, agent, echoes)

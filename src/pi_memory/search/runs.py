@@ -25,7 +25,7 @@ from ..core.summary import fields_search_text
 from ..core.text import QueryToken, normalize, normalize_lower, query_tokens, typed_forms, typed_runs
 from ..errors import BadInput
 from ..runs.table import RUN_COLUMNS, RunInfo, run_filters, run_from_row
-from ..storage.store import Store
+from ..storage.store import NO_FILTER, Store
 from .common import DfCache, rarest_within
 
 RARE_RUN_POSTINGS = 2_000  # runs of the rarest query tokens read in full per query
@@ -169,7 +169,8 @@ class RunSearcher:
             if not present:
                 return []
             where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
-            where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
+            if extra[0] != NO_FILTER[0]:  # else the stores' unfiltered plans (no join per candidate)
+                where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
             weights = ranking.token_weights(present, df, n_runs, normalize(query))
             # the filters apply while candidates are chosen: a session's old runs are not crowded out
             candidates = _candidates(store, present, df, weights, (where, params), echoes)

@@ -93,7 +93,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         CREATE INDEX msg_session_order ON msg(session_id, ts, seq);
         CREATE INDEX msg_entry ON msg(entry_id) WHERE entry_id IS NOT NULL;
-        -- no pending list: a query never scans unsorted recent entries, and its cost stays predictable
+        -- no pending list: a query never scans unsorted recent entries (m011 turns it on: imports)
         CREATE INDEX msg_tokens ON msg USING gin(tokens) WITH (fastupdate = off);
         -- ANALYZE keeps the ~10,000 most common tokens and their frequencies: the document
         -- frequencies of common tokens are read from there instead of counted (pg/search.py)
@@ -554,12 +554,59 @@ MIGRATIONS.append(
     )
 )
 
+# The token indexes keep a pending list (issue 43): with `fastupdate = off` every inserted row
+# descended the GIN tree once per distinct token (~130 here: 1 ms a message, 10.6 s for 10,000
+# rows); appended to the pending list and merged in sorted batches, the same rows cost 2.7-3.5 s.
+# A query reads the pending list whole, so it stays short: `gin_pending_list_limit` (4 MB by
+# default, ~1,000 messages) makes the insert that passes it merge the list, autovacuum merges it
+# too, and a bulk writer merges it at its end through `pi_memory_flush_tokens()`, which runs as the
+# tables' owner (`gin_clean_pending_list` asks for the index's owner) so any writer may call it.
+MIGRATIONS.append(
+    (
+        "m011_token_pending_lists",
+        """
+        ALTER INDEX msg_tokens SET (fastupdate = on);
+        ALTER INDEX run_tokens SET (fastupdate = on);
+        DO $outer$ BEGIN
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_flush_tokens() RETURNS bigint LANGUAGE sql SECURITY DEFINER
+              SET search_path = %I, pg_temp AS
+            $body$ SELECT gin_clean_pending_list('msg_tokens'::regclass)
+                        + gin_clean_pending_list('run_tokens'::regclass) $body$
+          $fn$, current_schema());
+        END $outer$;
+        """,
+    )
+)
+
+# A message's and a run summary's length for BM25 (`ranking.doc_tokens`: tokens in the `grams`
+# channel), kept at write time as SQLite's FTS5 keeps it in its docsize: the searchers read it
+# instead of counting the candidates' texts again (the summary track counted ~45 a query, and used
+# no mean length at all). NULL on older rows, which are counted from their text as before.
+MIGRATIONS.append(
+    (
+        "m012_token_counts",
+        """
+        ALTER TABLE msg ADD COLUMN ntokens integer;
+        ALTER TABLE run ADD COLUMN ntokens integer;
+
+        -- tokens kept in the row (compressed), not in the TOAST table: the plans that read a row's
+        -- tokens (the recent track's walk back along the ids, a frequent token's count among the
+        -- newest ids) decompress them in place instead of fetching their chunks (30k messages, a
+        -- token in 87% of the newest 10,000: 26 -> 10 ms; the text goes out of line first). Rows
+        -- written from now on.
+        ALTER TABLE msg ALTER COLUMN tokens SET STORAGE MAIN;
+        ALTER TABLE run ALTER COLUMN tokens SET STORAGE MAIN;
+        """,
+    )
+)
+
 # semantic recall's tables, as in the SQLite archive (m016_vectors): a team archive embeds nothing yet
 # (no pgvector scan: search there stays lexical, and `status` says so), but `forget` deletes from them
 # through the shared SQL, so they exist
 MIGRATIONS.append(
     (
-        "m011_vectors",
+        "m013_vectors",
         """
         CREATE TABLE IF NOT EXISTS vec (
           id    bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

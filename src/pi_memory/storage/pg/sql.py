@@ -6,15 +6,13 @@ Shared by `store` (the connection and reads) and `writes` (the write path).
 from __future__ import annotations
 
 import json
+import logging
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from ...core.echo import ECHO_TOKEN
-from ...core.text import QueryToken, surface_text
+from ...core.text import QueryToken
 from ...errors import ArchiveError
-
-if TYPE_CHECKING:
-    from ..store import NewMessage
 
 DEADLOCK_RETRIES = 5
 T = TypeVar("T")
@@ -29,7 +27,13 @@ def driver() -> Any:
         import psycopg
     except ImportError:
         raise ArchiveError("a PostgreSQL archive needs the psycopg driver: pip install 'pi-memory[pg]'") from None
+    # psycopg logs a warning when a failed `executemany` (pipeline mode) is torn down after its error
+    # was raised; without a handler Python prints it to stderr beside our one-line error
+    logging.getLogger("psycopg").addHandler(_QUIET)
     return psycopg
+
+
+_QUIET = logging.NullHandler()  # added once: `addHandler` ignores a handler it already has
 
 
 def pg_text(value: str) -> str:
@@ -47,19 +51,6 @@ def indexable(token: str) -> bool:
 def token_text(tokens: str | bytes) -> str:
     """Tokens as text: a parse worker sends them as UTF-8 (`ingest.prepare.MessageLine`)."""
     return tokens.decode() if isinstance(tokens, bytes) else tokens
-
-
-def message_tokens(m: NewMessage) -> list[str]:
-    """The distinct tokens of both channels: one set answers what the two FTS columns answer (and an
-    echo's `ECHO_TOKEN`, as SQLite writes it into both of its indexes)."""
-    if not m.indexed:
-        return []
-    # the characters typed in a script that folds to another, as typed (SQLite: msg_typed)
-    typed = {TYPED_PREFIX + ch for ch in surface_text(m.text).split()}
-    echo = {ECHO_TOKEN} if m.echo else set()
-    return sorted(
-        t for t in set(token_text(m.chars).split()) | set(token_text(m.grams).split()) | typed | echo if indexable(t)
-    )
 
 
 def meta_json(meta: dict[str, Any]) -> str | None:

@@ -32,8 +32,8 @@ from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
-from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, token_text, tsquery, without_echoes
-from .writes import PgWrites
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, without_echoes
+from .writes import PgWrites, token_count, token_line
 
 if TYPE_CHECKING:
     import psycopg
@@ -44,10 +44,24 @@ __all__ = ["PermissionDenied", "PgStore", "indexable", "lexeme", "pg_sql", "tsqu
 CONNECT_TIMEOUT_S = 10
 
 MIGRATION_LOCK = "pi_memory_migrate"
-RUN_DF_EXACT_CAP = 1_000  # run summaries holding a token, counted exactly up to here
-RUN_DF_WINDOW = 2_000  # newest run ids a more common token's count is estimated from
-RUN_WINDOW = 30_000  # the newest run ids searched for the other tokens
+# Run counts as SQLite makes them (`runindex.RUN_DF_WINDOW`, the searcher's cap): exact up to the cap,
+# above it the density among the newest 10,000 runs, so both backends weigh a token alike
+RUN_DF_WINDOW = 10_000  # newest run ids a more common token's count is estimated from
+RUN_WINDOW = 200_000  # the newest run ids searched for the other tokens (SQLite's FTS5 walks them all)
 RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above which the search walks the ids
+# A token ANALYZE found in more than this many times the exact cap's share of rows is past the cap
+# for certain: its exact count (a heap page a posting, thousands) is skipped, its estimate is made
+# as for any token past the cap. Closer to the cap, the sample's error could put it on either side.
+SURELY_PAST_CAP = 2.0
+# A search's settings, the counters and the newest message id, in one statement (`searching`): token
+# lookups go through the GIN indexes (a planner without fresh statistics may otherwise scan the table,
+# whose cost grows with the archive); no parallel workers (starting two cost more than the few
+# thousand postings a query reads, and the machine's other cores serve other queries).
+SEARCH_SNAPSHOT = """SELECT set_config('enable_seqscan', 'off', true),
+                            set_config('max_parallel_workers_per_gather', '0', true),
+                            c.indexed_docs, c.indexed_chars, c.run_docs, c.run_chars,
+                            (SELECT coalesce(max(id), 0) FROM msg), (SELECT coalesce(max(id), 0) FROM run)
+                     FROM counter c"""
 TOKEN_TABLES = ("msg", "run")  # the tables with a `tokens` tsvector under a GIN index
 COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
@@ -78,6 +92,10 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
             )
         except psycopg.Error as exc:
             raise ArchiveError(f"cannot connect to {redact(url)}: {_first_line(exc, url)}") from None
+        # Every statement is prepared at its first use (psycopg's default waits for the fifth): a
+        # search runs the same few statement texts again and again, and their parse and plan were
+        # a quarter of its time (bench: 548 -> 404 ms for the 24 queries at 30k, warm)
+        conn.prepare_threshold = 0
         store = cls(conn, url)
         with store.errors():
             # every query here is small: compiling one (JIT) costs more than it saves
@@ -139,7 +157,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
             for version, (name, sql) in enumerate(MIGRATIONS, start=1):
                 if version <= current:
                     continue
-                self.conn.execute(sql.encode())
+                self.conn.execute(sql.encode(), prepare=False)  # several statements: never prepared
                 self.conn.execute("INSERT INTO schema_version(version, name) VALUES (%s, %s)", (version, name))
                 applied.append(name)
         if "m008_usage" in applied:
@@ -226,10 +244,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         with self.errors():
             self._ensure_session(row)
 
-    @contextmanager
-    def merging_in_steps(self) -> Iterator[None]:
-        """Nothing to merge here: PostgreSQL's indexes are not FTS5's (see the SQLite store)."""
-        yield
+    # `merging_in_steps` (the token indexes' pending lists merged after a bulk write): `PgWrites`
 
     def merge_steps(self, whole: set[str] | frozenset[str] = frozenset()) -> int:
         return 0
@@ -352,8 +367,48 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     # --- reads ------------------------------------------------------------------------
 
     def counters(self) -> dict[str, int]:
+        if self._snapshot is not None:
+            return dict(self._snapshot[0])
         row = self.conn.execute(f"SELECT {', '.join(COUNTERS)} FROM counter").fetchone()
         return {name: int(value) for name, value in zip(COUNTERS, row, strict=True)} if row else {}
+
+    # (counters, newest message id, newest run id) read once by the search under way (`searching`)
+    _snapshot: tuple[dict[str, int], int, int] | None = None
+
+    @contextmanager
+    def searching(self) -> Iterator[None]:
+        """A search's read transaction: its settings, the counters and the newest ids in one round trip
+        (each round trip waits for the server: on a busy machine, for a core), kept until it ends."""
+        with self.read():
+            if self._snapshot is not None:  # nested: the outer search's
+                yield
+                return
+            row = self.conn.execute(SEARCH_SNAPSHOT).fetchone()
+            assert row is not None  # the counter row is always there (m001)
+            self._snapshot = ({n: int(v) for n, v in zip(COUNTERS, row[2:6], strict=True)}, int(row[6]), int(row[7]))
+            try:
+                yield
+            finally:
+                self._snapshot = None
+
+    def max_msg_id(self) -> int:
+        if self._snapshot is not None:
+            return self._snapshot[1]
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0)
+
+    def max_run_id(self) -> int:
+        if self._snapshot is not None:
+            return self._snapshot[2]
+        return int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0)
+
+    def capped_counts(self, table: str, tokens: Sequence[QueryToken], cap: int) -> list[int]:
+        """Rows of `table` holding each token, counted up to `cap` + 1, all in one statement."""
+        assert table in TOKEN_TABLES
+        if not tokens:
+            return []
+        sql = f"""SELECT (SELECT count(*) FROM (SELECT FROM {table} WHERE tokens @@ u.q::tsquery LIMIT %s) c)
+                  FROM unnest(%s::text[]) WITH ORDINALITY AS u(q, k) ORDER BY u.k"""
+        return [int(r[0]) for r in self.rows(sql, (cap + 1, [tsquery([t]) for t in tokens]))]
 
     def add_to_counters(self, deltas: dict[str, int]) -> None:
         """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
@@ -366,35 +421,37 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     # --- run summaries: a tsvector column of `run` (the SQLite store has an FTS5 table) -------
 
     def index_run_summary(self, run_id: int, chars: str | bytes, grams: str | bytes) -> None:
-        tokens = sorted(t for t in set(token_text(chars).split()) | set(token_text(grams).split()) if indexable(t))
-        self.conn.execute("UPDATE run SET tokens = array_to_tsvector(%s::text[]) WHERE id=%s", (tokens, run_id))
+        self.conn.execute(
+            "UPDATE run SET tokens = array_to_tsvector(string_to_array(%s, ' ')), ntokens = %s WHERE id=%s",
+            (token_line(chars, grams), token_count(grams), run_id),
+        )
 
     def unindex_run_summary(self, run_id: int) -> None:
-        self.conn.execute("UPDATE run SET tokens = ''::tsvector WHERE id=%s", (run_id,))
+        self.conn.execute("UPDATE run SET tokens = ''::tsvector, ntokens = NULL WHERE id=%s", (run_id,))
 
-    # Bounded like message search (pg/search.py): a posting costs a heap page here, so a common
-    # token's run count is read from ANALYZE's statistics, or counted only up to RUN_DF_EXACT_CAP
-    # and estimated above from the newest RUN_DF_WINDOW runs; the recent track looks at a fixed
-    # window of the newest run ids, walking back along the ids when the tokens are frequent.
+    # Bounded like message search (search/pg.py): a posting costs a heap page here, so counts are
+    # batched, a token ANALYZE's statistics put far past the cap is not counted, and the recent
+    # track walks back along the run ids when the tokens are frequent.
 
     def run_summary_df(self, token: QueryToken, cap: int) -> int:
-        if not indexable(token.text):
-            return 0
-        runs = self.counters().get("run_docs", 0)
-        share = self._run_token_shares(runs).get(token.text)
-        if share is not None and share * runs > RUN_DF_EXACT_CAP:
-            count = int(share * runs)
-        else:
-            count = self._count_runs_holding(token, min(cap, RUN_DF_EXACT_CAP), runs)
-        self._run_df[token.text] = count
-        return count
+        return self.run_summary_dfs([token], cap)[token.text]
 
-    def _count_runs_holding(self, token: QueryToken, exact: int, runs: int) -> int:
-        sql = "SELECT count(*) FROM (SELECT 1 FROM run WHERE tokens @@ %s::tsquery LIMIT %s) capped"
-        count = int(self.scalar(sql, (tsquery([token]), exact + 1)))
-        if count <= exact:
-            return count
-        return self.estimate_df_from_window("run", token, runs, RUN_DF_WINDOW, floor=exact + 1)
+    def run_summary_dfs(self, tokens: Sequence[QueryToken], cap: int) -> dict[str, int]:
+        """Runs whose summary holds each token, as SQLite counts them (`RunSummaryIndex.run_summary_df`):
+        exact up to `cap`, above it the density among the newest `RUN_DF_WINDOW` runs; the exact
+        counts in one statement, skipped for the tokens ANALYZE says are far past the cap."""
+        runs = self.counters().get("run_docs", 0)
+        shares = self._run_token_shares(runs)
+        out: dict[str, int] = {t.text: 0 for t in tokens if not indexable(t.text)}
+        usable = [t for t in tokens if indexable(t.text)]
+        surely_past = {t.text for t in usable if shares.get(t.text, 0.0) * runs > SURELY_PAST_CAP * cap}
+        to_count = [t for t in usable if t.text not in surely_past]
+        out.update({t.text: n for t, n in zip(to_count, self.capped_counts("run", to_count, cap), strict=True)})
+        past = [t for t in usable if out.get(t.text, cap + 1) > cap]
+        estimates = self.estimate_dfs_from_window("run", past, runs, RUN_DF_WINDOW, floor=cap + 1)
+        out.update({t.text: n for t, n in zip(past, estimates, strict=True)})
+        self._run_df.update(out)
+        return out
 
     def _run_token_shares(self, runs: int) -> dict[str, float]:
         at, shares = self._run_shares
@@ -417,15 +474,28 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         return {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
 
     def estimate_df_from_window(self, table: str, token: QueryToken, n_docs: int, window: int, floor: int) -> int:
-        """Rows holding a frequent token: its density among the newest `window` ids, scaled to `n_docs`."""
+        return self.estimate_dfs_from_window(table, [token], n_docs, window, floor)[0]
+
+    def estimate_dfs_from_window(
+        self, table: str, tokens: Sequence[QueryToken], n_docs: int, window: int, floor: int
+    ) -> list[int]:
+        """Rows holding each frequent token: its density among the newest `window` ids, scaled to
+        `n_docs` (SQLite's estimate, `Searcher._estimate_df`). The window's rows are read once along
+        the primary key and every token tested on each (`count(*) FILTER`), so the cost is the
+        window's, whatever the archive's size and however many tokens: a token's GIN bitmap ANDed
+        with the range read the token's whole posting list, which grows with the archive (30k
+        messages, the 7 frequent tokens of one query: 106 ms that way, 23 ms walking; the tokens are
+        kept in the row, m012, so a row's are decompressed in place)."""
         assert table in TOKEN_TABLES
-        top = int(self.scalar(f"SELECT coalesce(max(id), 0) FROM {table}") or 0)
+        if not tokens:
+            return []
+        top = self.max_msg_id() if table == "msg" else self.max_run_id()
         low = max(0, top - window)
-        # `IS TRUE` keeps the GIN index out: the window's rows are read by id, a bounded number
-        sql = f"SELECT count(*) FROM {table} WHERE id > %s AND (tokens @@ %s::tsquery) IS TRUE"
-        in_window = int(self.scalar(sql, (low, tsquery([token]))))
+        tests = ", ".join("count(*) FILTER (WHERE tokens @@ %s::tsquery)" for _ in tokens)
+        row = self.rows(f"SELECT {tests} FROM {table} WHERE id > %s", [*(tsquery([t]) for t in tokens), low])[0]
+        counts = list(row)
         docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
-        return max(floor, min(n_docs, int(n_docs * in_window / docs_in_window)))
+        return [max(floor, min(n_docs, int(n_docs * int(c) / docs_in_window))) for c in counts]
 
     def run_summary_rare(
         self,
@@ -461,7 +531,7 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         usable = [t for t in tokens if indexable(t.text)]
         if not usable:
             return []
-        low = max(0, int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0) - RUN_WINDOW)
+        low = max(0, self.max_run_id() - RUN_WINDOW)
         # `IS TRUE` hides the match from the GIN index: the plan walks back along the primary key
         # and stops at `limit` matches, instead of reading every match of the window first
         walk = self._expected_in_window(usable, all_of) >= RUN_WALK_FROM_EXPECTED * limit
@@ -469,11 +539,26 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         query = tsquery(usable, "&" if all_of else "|")
         return self._runs_matching(match, query if echoes else without_echoes(query), low, limit, where)
 
+    # --- lengths for BM25 (`ranking.doc_tokens`), kept at write time as SQLite's FTS5 docsize keeps
+    # them: `ntokens` (m012), the number of tokens in the `grams` channel; NULL on rows written
+    # before it, which the searchers count from the text as they did
+
+    def msg_token_counts(self, msg_ids: Sequence[int]) -> dict[int, int]:
+        if not msg_ids:
+            return {}
+        sql = "SELECT id, ntokens FROM msg WHERE id = ANY(%s) AND ntokens IS NOT NULL"
+        return {int(i): int(n) for i, n in self.rows(sql, (list(msg_ids),))}
+
     def run_token_counts(self, run_ids: Sequence[int]) -> dict[int, int]:
-        return {}  # no index-kept lengths here: the searcher counts them from the text
+        if not run_ids:
+            return {}
+        sql = "SELECT id, ntokens FROM run WHERE id = ANY(%s) AND ntokens IS NOT NULL"
+        return {int(i): int(n) for i, n in self.rows(sql, (list(run_ids),))}
 
     def run_token_sample(self, n: int) -> list[int]:
-        return []
+        """The summary lengths of the newest `n` indexed runs (SQLite: the newest of `run_fts_docsize`)."""
+        sql = "SELECT ntokens FROM run WHERE ntokens IS NOT NULL ORDER BY id DESC LIMIT %s"
+        return [int(r[0]) for r in self.rows(sql, (n,))]
 
     def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
         join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""
