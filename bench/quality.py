@@ -13,6 +13,13 @@ tokens, through three baselines:
               is detail=column, which would cripple bm25's term frequencies);
   (c) `like`  `text LIKE '%fragment%'`, newest first (fragment sets only).
 
+With the `semantic` extra, two more systems over the same archive: `hybrid` (`Archive.search` with
+mode="hybrid": lexical and vector candidates fused) and `semantic` (vectors alone); `project` is
+then asked for mode="lexical". Their vectors are embedded through the archive's own write path
+from a cache under `--work` (`semantic_cache.py`: by text, so a rerun embeds nothing again);
+`--embed-projects` embeds only the histories of some projects (a shared machine's time), and a
+question of a project left out is then not asked of `hybrid` or `semantic`.
+
 Query sets: CMRC2018 trial questions (target: their paragraph; Gutenberg
 chunks are the distractors), Vue doc section headings (target: the section
 body), and exact fragments sampled from the documents (1, 2 and 4 CJK chars,
@@ -85,6 +92,7 @@ from pi_memory.core.text import (  # noqa: E402
 )
 from pi_memory.search.messages import SESSION_MESSAGE_HITS  # noqa: E402
 from pi_memory.storage.store import decode_text  # noqa: E402
+from pi_memory.vectors import model as vmodel  # noqa: E402
 
 K = 10
 
@@ -92,7 +100,9 @@ K = 10
 # --- documents and query sets ------------------------------------------------------------
 
 
-def load_docs(corpus: Path, quick: bool, rng: random.Random) -> tuple[list[Doc], list[Query], list[Query]]:
+def load_docs(
+    corpus: Path, quick: bool, rng: random.Random, books: bool = True
+) -> tuple[list[Doc], list[Query], list[Query]]:
     docs: list[Doc] = []
     cmrc = json.loads((corpus / "cmrc2018-trial" / "cmrc2018_trial.json").read_text(encoding="utf-8"))
     cmrc_q: list[Query] = []
@@ -114,8 +124,7 @@ def load_docs(corpus: Path, quick: bool, rng: random.Random) -> tuple[list[Doc],
         clean = re.sub(r"\{#[^}]*\}|<[^>]+>|[`*]", "", heading).strip()
         if heading_count[heading] == 1 and len(query_tokens(clean)) >= 2:
             vue_q.append(Query("vue-headings", clean, frozenset({idx})))
-    books = CLASSICS + NOVELS
-    for book in books:
+    for book in CLASSICS + NOVELS if books else []:
         chunks = gutenberg_chunks(corpus, book)
         if quick:
             chunks = chunks[: len(chunks) // 3]
@@ -472,11 +481,17 @@ class Systems:
     def keys(self, ids: list[int]) -> list[int]:
         return [self.msg_key.get(i, -1) for i in ids]
 
-    def project(self, q: Query) -> list[int]:
+    def project(self, q: Query, mode: str = "lexical") -> list[int]:
         if q.level == "session":
-            found = self.archive.search_sessions(q.text, limit=K, project=q.project)
+            found = self.archive.search_sessions(q.text, limit=K, project=q.project, mode=mode)
             return [self.sess_key.get(h.session_id, -1) for h in found]
-        return self.keys([h.msg_id for h in self.archive.search(q.text, limit=K, project=q.project)])
+        return self.keys([h.msg_id for h in self.archive.search(q.text, limit=K, project=q.project, mode=mode)])
+
+    def hybrid(self, q: Query) -> list[int]:
+        return self.project(q, "hybrid")
+
+    def semantic(self, q: Query) -> list[int]:
+        return self.project(q, "semantic")
 
     def _fts(self, table: str, expr: str, q: Query) -> list[int]:
         limit = SESSION_MESSAGE_HITS if q.level == "session" else K
@@ -596,12 +611,79 @@ def build_archive(
     return archive, msg_key, sess_key
 
 
+def embed_archive(archive: Archive, work: Path, prefixes: tuple[str, ...] | None, queries: list[Query]) -> None:
+    """The archive's units (or those of some projects) embedded through its own write path, from the
+    vector cache (`semantic_cache.py`); the queries embedded ahead, so no search waits for the model."""
+    from semantic_cache import CachedModel, project_units
+
+    from pi_memory.vectors.embed import embed_batch, refresh_index
+
+    work.mkdir(parents=True, exist_ok=True)
+    model = CachedModel(vmodel.load(), work / "vectors-cache.db")
+    archive.use_embedder(model)
+    with Timer() as t:
+        if prefixes is None:
+            report = archive.embed()
+            done = report.embedded
+        else:
+            done = 0
+            for prefix in prefixes:
+                units = project_units(archive.store, prefix)
+                for i in range(0, len(units), 64):
+                    done += embed_batch(archive.store, model, units[i : i + 64])
+            refresh_index(archive.store, archive.path, model.id)
+        model.cached_queries([q.text for q in queries])
+    print(
+        f"  embedded {done} units ({model.embedded} not cached: {model.embed_seconds:.0f} s in the model) "
+        f"and {len(queries)} queries in {t.ms / 1000:.0f} s",
+        flush=True,
+    )
+
+
+def weighted(run: Callable[[Query], list[int]], weight: float) -> Callable[[Query], list[int]]:
+    """`run` with `fuse.LEXICAL_WEIGHT` set for its queries (a tuning sweep in one run)."""
+    from pi_memory.vectors import fuse
+
+    def with_weight(q: Query) -> list[int]:
+        saved, fuse.LEXICAL_WEIGHT = fuse.LEXICAL_WEIGHT, weight
+        try:
+            return run(q)
+        finally:
+            fuse.LEXICAL_WEIGHT = saved
+
+    return with_weight
+
+
+def part_runners(
+    systems: Systems, wanted: list[str], part: str, part_queries: list[Query], args: argparse.Namespace
+) -> dict[str, Callable[[Query], list[int]]]:
+    """The systems asked for, on one archive (embedded first when hybrid or semantic is asked)."""
+    runners: dict[str, Callable[[Query], list[int]]] = {
+        "project": systems.project,
+        "spec": systems.spec,
+        "bm25": systems.bm25,
+        "stem": systems.stem,
+        "like": systems.like,
+        "hybrid": systems.hybrid,
+        "semantic": systems.semantic,
+    }
+    runners = {k: v for k, v in runners.items() if k in wanted}
+    if {"hybrid", "semantic"} & set(runners) and part in args.embed_parts.split(","):
+        prefixes = tuple(p for p in args.embed_projects.split(",") if p) if part == "histories" else ()
+        embed_archive(systems.archive, args.work, prefixes or None, part_queries)
+        EMBEDDED[part] = prefixes or None
+    for weight in [w for w in args.fuse_weights.split(",") if w] if "hybrid" in runners else []:
+        runners[f"hybrid@{weight}"] = weighted(systems.hybrid, float(weight))
+    return runners
+
+
 def apply_overrides(settings: list[str]) -> None:
     """`search.RARE_CANDIDATES=100`, `ranking.PHRASE_WEIGHT=0.5` or `scoring.EXACT_RUNS_BONUS=0.5`: for tuning runs only."""
     from pi_memory.core import scoring
     from pi_memory.search import messages as search
+    from pi_memory.vectors import fuse, hybrid
 
-    modules = {"search": search, "ranking": ranking, "scoring": scoring}
+    modules = {"search": search, "ranking": ranking, "scoring": scoring, "fuse": fuse, "hybrid": hybrid}
     for item in settings:
         target, value = item.split("=", 1)
         mod, name = target.split(".", 1)
@@ -610,8 +692,18 @@ def apply_overrides(settings: list[str]) -> None:
         print(f"override {target} = {value}")
 
 
+EMBEDDED: dict[str, tuple[str, ...] | None] = {}  # part -> project prefixes embedded (None: all)
+
+
 def applies(system: str, q: Query) -> bool:
-    """LIKE applies to exact fragments only, the spec's pipeline to the archive-wide message sets."""
+    """LIKE applies to exact fragments only, the spec's pipeline to the archive-wide message sets,
+    `hybrid` and `semantic` to the questions whose archive (or project) was embedded."""
+    if system.startswith(("hybrid", "semantic")):
+        part = "histories" if q.project is not None else "documents"
+        if part not in EMBEDDED:
+            return False
+        prefixes = EMBEDDED[part]
+        return prefixes is None or (q.project or "").startswith(prefixes)
     if system == "like":
         return q.set.startswith(("frag", "script"))
     if system == "spec":
@@ -710,13 +802,28 @@ def main() -> None:
     )
     ap.add_argument("--set", action="append", default=[], help="override a tuning constant: search.NAME=VALUE")
     ap.add_argument("--keep", type=Path, default=None, help="build the archive in this folder and keep it")
+    ap.add_argument(
+        "--work", type=Path, default=Path("/tmp/pi-memory-quality-work"), help="the vector cache (hybrid, semantic)"
+    )
+    ap.add_argument(
+        "--embed-parts", default="documents,histories", help="archives to embed for hybrid/semantic (comma-separated)"
+    )
+    ap.add_argument(
+        "--embed-projects", default="", help="histories: embed only these project prefixes (comma-separated)"
+    )
+    ap.add_argument(
+        "--small-docs",
+        action="store_true",
+        help="the documents archive of CMRC and the Vue docs alone (no books, no BoolQ/PubMedQA): small enough to embed",
+    )
+    ap.add_argument("--fuse-weights", default="", help="also run hybrid at these fuse.LEXICAL_WEIGHT values (tuning)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     apply_overrides(args.set)
     header = result_header("quality", {k: str(v) for k, v in vars(args).items()})  # the commit being measured
     with Timer() as t_total:
         rng = random.Random(args.seed)
-        docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng)
+        docs, cmrc_q, vue_q = load_docs(args.corpus, args.quick, rng, books=not args.small_docs)
         per_set = args.fragments or (40 if args.quick else 150)
         frags = FragmentSampler(docs, rng).all_sets(per_set)
         # unique in the spelling typed; CJK fragments cut from the traditional-Chinese classics
@@ -727,19 +834,25 @@ def main() -> None:
             + script.sample("2cjk", script.cjk_run(2), per_set)
             + script.sample("4cjk", script.cjk_run(4), per_set)
             + script.sample("2zh-words", script.two_of(_CJK2), per_set)
+            if classics  # none with --small-docs
+            else []
         )
         mixed = FragmentSampler(docs, rng, surface=True)
         frags += mixed.sample("2en-words", mixed.two_of(_WORD), per_set) + mixed.sample(
             "ident+zh", mixed.ident_and_cjk, per_set
         )
         qs = load_qsets(args.qsets, len(docs), [docs[i] for i in classics], args.quick, random.Random(args.seed))
-        docs += qs.docs
+        if args.small_docs:  # the documents archive without the paragraph sets either
+            qs.queries = [q for q in qs.queries if q.project is not None]
+        else:
+            docs += qs.docs
         queries = cmrc_q + vue_q + frags + qs.queries
         if args.sets:
             queries = [q for q in queries if any(q.set.startswith(p) for p in args.sets.split(","))]
         if args.split:
             queries = [q for q in queries if split_of(q.set) == args.split]
-        runners_wanted = args.only.split(",") if args.only else ["project", "spec", "bm25", "stem", "like"]
+        semantic = ["hybrid", "semantic"] if vmodel.available() else []
+        runners_wanted = args.only.split(",") if args.only else ["project", "spec", "bm25", "stem", "like", *semantic]
         work = args.keep or Path(tempfile.mkdtemp(prefix="pi-memory-quality-"))
         if args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -769,14 +882,7 @@ def main() -> None:
                     f"built in {t_build.ms / 1000:.1f} s",
                     flush=True,
                 )
-                runners: dict[str, Callable[[Query], list[int]]] = {
-                    "project": systems.project,
-                    "spec": systems.spec,
-                    "bm25": systems.bm25,
-                    "stem": systems.stem,
-                    "like": systems.like,
-                }
-                runners = {k: v for k, v in runners.items() if k in runners_wanted}
+                runners = part_runners(systems, runners_wanted, part, part_queries, args)
                 part_results, part_ranks, part_ms = run_systems(runners, part_queries)
                 for name in runners:
                     results.setdefault(name, {}).update(part_results[name])

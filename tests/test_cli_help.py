@@ -23,7 +23,7 @@ READMES = (README, ROOT / "README.zh-CN.md")
 DEMO = SAMPLES  # the sample sessions `pi-memory demo` imports
 # examples that need more than the demo archive: a watcher, a client on stdin, PostgreSQL, pi,
 # a memory id made on the way, or a file on disk an archived session wrote (blame)
-NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link", "blame"} | {
+NOT_RUN = {"watch", "mcp", "bridge", "push", "pg-roles", "forget-memory", "serve", "review link", "blame", "embed"} | {
     f"memory {name}" for name in ("show", "forget", "confirm", "pin", "unpin", "import", "repair")
 }
 

@@ -138,6 +138,8 @@ def test_an_empty_search_explains_itself(web: TestClient) -> None:
         ("q=x&until=13/13/13", "bad date"),
         ("q=x&limit=0", "limit must be between"),
         ("q=x&limit=lots", "limit must be a whole number"),
+        ("q=x&mode=fuzzy", "unknown mode"),
+        ("q=x&mode=semantic", "semantic search is not available"),  # nothing embedded (or a team archive)
         ("q=" + "x" * 600, "too long"),
     ],
 )

@@ -38,6 +38,7 @@ from .memory import REVIEW_MIN_COUNT, MemoryMethods
 from .model import MessageView, SessionInfo, Stats, Window, json_meta, parse_since
 from .overview import OVERVIEW_DAYS, Overview
 from .provenance import ProvenanceMethods
+from .semantic import SemanticMethods
 from .session import SessionMethods
 from .timeline import Timeline
 from .usage import UsageMethods
@@ -59,7 +60,7 @@ def open_team_with(opener: Callable[[str], Archive]) -> None:
     _team_opener = opener
 
 
-class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
+class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, SemanticMethods):
     """A session archive in one SQLite file."""
 
     def __init__(self, store: Store) -> None:
@@ -98,6 +99,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
     is_team = False  # a shared archive on PostgreSQL (`PgArchive`), not a file
 
     def close(self) -> None:
+        self.close_semantic()
         self.store.close()
 
     def preload_search(self) -> None:
@@ -184,8 +186,13 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
         until: str | int | None = None,
         include_echoes: bool = False,
         asking_session: str | None = None,
+        mode: str | None = None,
     ) -> list[Hit] | list[RunHit]:
         """`scope="content"`: messages; `scope="summary"`: one hit per run, from run summaries only.
+
+        `mode` (content): `lexical`, `hybrid` (lexical and vector candidates fused) or `semantic`
+        (vectors alone); None: hybrid when the archive has vectors and the `semantic` extra is
+        installed, else lexical (`archive.semantic`). The summary track is lexical.
 
         `until` (exclusive) bounds the period from above as `since` does from below. What the archive's
         own tools put into sessions (`core.echo`: calls to them, their results, runs that only asked
@@ -211,6 +218,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
+        searcher = self.content_searcher(mode)
         filters = self.content_filters(
             project,
             since,
@@ -223,7 +231,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
             include_echoes=include_echoes,
             asking_session=asking_session,
         )
-        return self.searcher.search(str(query), limit=limit, filters=filters)
+        return searcher.search(str(query), limit=limit, filters=filters)
 
     def content_filters(
         self,
@@ -508,7 +516,9 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
         """Delete for real (rows, verbatim copies, index entries, runs) and keep a tombstone."""
         from ..runs.forget import execute
 
-        return execute(self.store, self.plan_forget(target))
+        done = execute(self.store, self.plan_forget(target))
+        self.drop_scan_index()  # its sign bits and ids of the forgotten units go too
+        return done
 
     # --- agents (Claude Code, Codex, pi) ----------------------------------------------
 
@@ -549,10 +559,11 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
         *,
         include_echoes: bool = False,
         asking_session: str | None = None,
+        mode: str | None = None,
     ) -> list[SessionHit]:
         """Sessions that talked about the query, best first, each with its first user message as headline.
 
-        Echoes and the asking session's run under way are left out as in `search`."""
+        Echoes and the asking session's run under way are left out as in `search`; `mode` as there."""
         query = ids.query(query)
         since_ms = since if isinstance(since, int) else parse_since(since)
         filters = Filters(
@@ -561,7 +572,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods):
             include_echoes=include_echoes,
             current_session=self._asking(asking_session),
         )
-        return rank_sessions(self.searcher, str(query), limit=limit, filters=filters)
+        return rank_sessions(self.content_searcher(mode), str(query), limit=limit, filters=filters)
 
 
 def recover_from(db_path: Path, damage: CorruptDatabase) -> Path | None:

@@ -33,6 +33,8 @@ class SessionMethods:
 
         def session_roots(self, agent: str | None = None, existing: bool = True) -> list[Path]: ...
 
+        def semantic_state(self) -> Any: ...
+
     # --- compaction (see `pi_memory.compact`) -------------------------------------------
 
     def compact_plan(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +73,9 @@ class SessionMethods:
     def compact_status(self, cwd: str | Path, session_id: str | None = None) -> Any:
         from ..compact.status import compact_status
 
-        return compact_status(self, cwd, self.resolve_session(session_id) if session_id else None)
+        status = compact_status(self, cwd, self.resolve_session(session_id) if session_id else None)
+        status.semantic = self.semantic_state().to_dict()  # `SemanticMethods`
+        return status
 
     def read_entries(
         self, session: str, entry_ids: list[str], raw: bool = False, offset: int = 0, limit: int = 4000

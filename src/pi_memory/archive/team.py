@@ -92,6 +92,7 @@ class PgArchive(Archive):
         until: str | int | None = None,
         include_echoes: bool = False,
         asking_session: str | None = None,
+        mode: str | None = None,
     ) -> list[Hit] | list[RunHit]:
         """Same as `Archive.search`, plus who wrote it: `mine`, a `team` (group role) or `authors`.
 
@@ -103,8 +104,21 @@ class PgArchive(Archive):
         echo_options: dict[str, Any] = {"include_echoes": include_echoes, "asking_session": asking_session}
         if not by_writer:
             return super().search(
-                query, limit, project, since, session, roles, scope, kinds, path, agent, until=until, **echo_options
+                query,
+                limit,
+                project,
+                since,
+                session,
+                roles,
+                scope,
+                kinds,
+                path,
+                agent,
+                until=until,
+                mode=mode,
+                **echo_options,
             )
+        self.content_searcher(mode)  # an explicit semantic mode is an error here, said as on any team search
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         writers = TeamFilters(mine=mine, team=team or None, authors=authors)

@@ -31,6 +31,7 @@ class CompactStatus:
     windows: int
     chain_problems: list[str]
     fold: dict[str, Any] | None = None  # the session's in-session folds (pi_memory.fold), when one is named
+    semantic: dict[str, Any] | None = None  # semantic recall's state (`vectors.state`), filled by the facade
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +45,7 @@ class CompactStatus:
             "chain_ok": not self.chain_problems,
             "chain_problems": self.chain_problems,
             "fold": self.fold,
+            "semantic": self.semantic,
         }
 
 
@@ -156,6 +158,8 @@ def format_status(st: CompactStatus) -> str:
     lines.append(
         f"archive: {a['path']}, {a['db_bytes']:,} bytes, {plural(a['messages'], 'message')} in {plural(a['sessions'], 'session')}"
     )
+    if st.semantic is not None:
+        lines.append(str(st.semantic["line"]))
     if st.memory is None:
         lines.append("memory: not available in this build")
     else:

@@ -127,10 +127,19 @@ class _Roots:
 
 
 class Watcher:
-    def __init__(self, follower: Follower, roots: list[Path], echo: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        follower: Follower,
+        roots: list[Path],
+        echo: Callable[[str], None],
+        idle: Callable[[], bool] | None = None,
+    ) -> None:
         self.follower = follower
         self.roots = roots
         self.echo = echo
+        # background work for quiet moments (semantic recall's embedding); returns whether more is due
+        self.idle = idle
+        self.idle_due = idle is not None
         self.changes: queue.Queue[Change] = queue.Queue()
         self.stop = threading.Event()
         self.failed: dict[str, str] = {}  # files that could not be read or had bad lines: why (the first)
@@ -168,6 +177,15 @@ class Watcher:
             self.handle(path, "sync")
         return len(files)
 
+    def _when_idle(self, busy: bool) -> None:
+        """Between events, a step of the background work; new lines make it look for work again."""
+        if self.idle is None:
+            return
+        if busy:
+            self.idle_due = True
+        elif self.idle_due:
+            self.idle_due = self.idle()
+
     def _start(self) -> tuple[BaseObserver, _Roots]:
         """The native observer (inotify, FSEvents, ...); watchdog's polling one if the OS refuses more watches."""
         observer: BaseObserver = Observer()
@@ -197,6 +215,7 @@ class Watcher:
                     self.handle(path, kind)
                 for path in self.follower.due():
                     self.handle(path, "sync")
+                self._when_idle(bool(batch))
         except KeyboardInterrupt:
             pass
         finally:
@@ -205,7 +224,9 @@ class Watcher:
         self.echo("stopped")
 
 
-def watch(follower: Follower, roots: list[Path], echo: Callable[[str], None]) -> dict[str, str]:
+def watch(
+    follower: Follower, roots: list[Path], echo: Callable[[str], None], idle: Callable[[], bool] | None = None
+) -> dict[str, str]:
     """Follow `roots` until Ctrl-C (SIGINT) or SIGTERM; returns the files that could not be read
     or had bad lines, with why (the command exits 1 when there are any).
 
@@ -213,7 +234,7 @@ def watch(follower: Follower, roots: list[Path], echo: Callable[[str], None]) ->
     background jobs that way, and Python then never raises KeyboardInterrupt): a watcher that
     cannot be stopped with the signal people send it would be left running.
     """
-    watcher = Watcher(follower, roots, echo)
+    watcher = Watcher(follower, roots, echo, idle)
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
         watcher.stop.set()

@@ -2,7 +2,8 @@
 
 Design idea: forgetting must leave nothing findable. The message rows, their
 verbatim source lines (`entry`), their full-text entries (`msg_fts`, a
-contentless table with `contentless_delete`, so a row can be removed by rowid)
+contentless table with `contentless_delete`, so a row can be removed by rowid),
+their embeddings (`vec`; the facade then removes the scan index beside the file)
 and everything derived from them (runs, summaries, the summary index, file
 paths, the session's first-user preview, the model requests the messages
 recorded and their usage sums) go, and the index counters are corrected. A
@@ -162,6 +163,9 @@ def delete_messages(store: Store, session_id: str, msg_ids: list[int]) -> None:
               OR result_hash IN (SELECT hash FROM msg WHERE {store.sql_in_list("id")}))""",
         (session_id, ids, ids),
     )
+    # their embeddings (semantic recall, kind 1: a message); the scan index is stale from then on
+    if store.execute(f"DELETE FROM vec WHERE kind = 1 AND {store.sql_in_list('ref')}", (ids,)):
+        store.add_to_counters({"vec_generation": 1})
     for table, column in (("entry", "msg_id"), ("run_msg", "msg_id"), ("run_file", "msg_id"), ("msg", "id")):
         store.execute(f"DELETE FROM {table} WHERE {store.sql_in_list(column)}", (ids,))
 

@@ -71,6 +71,10 @@ Tables
               differed from what the archive knew (zlib; at most `record.SNAPSHOT_MAX` bytes).
 - `provenance_state` named flags of the provenance tables (`backfilled`: the edits of the
               messages archived before m010 were read; mutable).
+- `vec`       semantic recall's embeddings (m016, `vectors/`): one per unit (a user message, a reply
+              calling no tool, a run summary, a memory) and model, int8 with a scale. Derived: `pi-memory
+              embed` writes them, `forget` deletes them with their messages; the scan index beside
+              the file (`<name>.vectors/`) is rebuilt from here. `vec_session` numbers their sessions.
 """
 
 from __future__ import annotations
@@ -478,6 +482,37 @@ MIGRATIONS.append(
         # gains the characters they hold that others fold to (`text.typed_targets`), so a character
         # typed in the folded script finds the one such text that holds it as typed
         "",
+    )
+)
+
+MIGRATIONS.append(
+    (
+        "m016_vectors",
+        # semantic recall (`vectors/`, the `semantic` extra): one embedding per unit a question is
+        # answered from (a user message, a reply that calls no tool, a run summary, a memory), int8
+        # with its scale, under the model that made it; written by `pi-memory embed` or at idle, never
+        # on the import or live-write path. `sess` is the unit's session as a small number
+        # (`vec_session`), so the scan index can filter by project without a join.
+        """
+        CREATE TABLE IF NOT EXISTS vec (
+          id    INTEGER PRIMARY KEY,  -- the scan index's key
+          kind  INTEGER NOT NULL,     -- 1 message, 2 run summary, 3 memory
+          ref   INTEGER NOT NULL,     -- msg.id, run.id; a memory: its text's hash as a number
+          sess  INTEGER NOT NULL,     -- vec_session.ord (0: none)
+          ts    INTEGER NOT NULL,     -- the unit's time (unix ms)
+          role  INTEGER NOT NULL,     -- 1 user, 2 assistant, 0 other
+          hash  TEXT    NOT NULL,     -- of the text embedded, as cut: a changed text is embedded again
+          model TEXT    NOT NULL,     -- `vectors.model.model_id()`: another model's rows are embedded again
+          vec   BLOB    NOT NULL,     -- int8 x dim
+          scale REAL    NOT NULL,     -- vec * scale ~ the unit-length embedding
+          UNIQUE (kind, ref)
+        );
+        CREATE TABLE IF NOT EXISTS vec_session (
+          ord        INTEGER PRIMARY KEY,
+          session_id TEXT    NOT NULL UNIQUE
+        );
+        INSERT OR IGNORE INTO counter VALUES ('vec_generation', 0);
+        """,
     )
 )
 

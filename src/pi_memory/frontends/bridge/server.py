@@ -39,6 +39,7 @@ from .protocol import METHODS, BadParams
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 IDLE_SECONDS = 0.2
+EMBED_POLL_SECONDS = 0.5  # while vectors are due: how long the bridge waits for a request before a step
 CHECKPOINT_EVERY = 500
 
 
@@ -191,6 +192,16 @@ def _when_idle(archive: Archive) -> None:
     archive.checkpoint()
 
 
+def _embed_when_idle(archive: Archive) -> bool:
+    """A step of semantic recall's embedding (the model runs on a worker thread; only the short write
+    of its vectors lands here, between requests); whether more is due. Never fatal."""
+    try:
+        return archive.embed_when_idle()
+    except (ArchiveError, apsw.Error) as exc:
+        print(f"pi-memory bridge: background embedding stopped: {exc}", file=sys.stderr)
+        return False
+
+
 def _close(archive: Archive | None) -> None:
     if archive is None:
         return
@@ -222,6 +233,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
     gc.freeze()
     reader = LineReader(stdin, limit)
     since_checkpoint = 0
+    embedding = archive is not None  # semantic recall's background embedding may have work
     try:
         while True:
             if (
@@ -231,6 +243,9 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
             ):
                 _when_idle(archive)
                 since_checkpoint = 0
+            if archive is not None and embedding and reader.idle(EMBED_POLL_SECONDS):
+                embedding = _embed_when_idle(archive)
+                continue
             line = reader.readline()
             if line is None:
                 return 0
@@ -244,6 +259,7 @@ def serve(db: Path | None, stdin: IO[bytes], stdout: IO[bytes], limit: int = MAX
                     stdout.flush()
                     return 0
                 since_checkpoint += 1
+                embedding = True  # new messages may wait for their vectors
             else:
                 continue
             stdout.write(encode(response))

@@ -20,7 +20,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # every command group registers its commands on the `cli` group when imported
-from . import demo, memory, provenance, review, runs, services, team, usage  # noqa: E402, F401
+from . import demo, memory, provenance, review, runs, semantic, services, team, usage  # noqa: E402, F401
 from .main import EXAMPLES, INTERNAL_COMMANDS, cli, main  # noqa: E402
 
 __all__ = ["EXAMPLES", "INTERNAL_COMMANDS", "cli", "main"]

@@ -16,6 +16,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "pi-memory search nginx --scope summary",
         "pi-memory search 响应式 --sessions",
         "pi-memory search legacy --kind tool_error --json",
+        "pi-memory search nginx --mode lexical",
+    ),
+    "embed": (
+        "pi-memory embed",
+        "pi-memory embed --since 2026-01-01 --threads 2",
+        "pi-memory embed --limit 500 --json",
     ),
     "read": (
         "pi-memory read 5ac092eb",

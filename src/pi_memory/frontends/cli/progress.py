@@ -59,3 +59,31 @@ class ImportProgress:
         if self.width:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
+
+
+def embed_line(done: int, total: int, elapsed: float) -> str:
+    """`embedding 1,200/30,000 units · 28/s · ETA 17:08`."""
+    parts = [f"embedding {done:,}/{total:,} units"]
+    if elapsed > 0 and done:
+        parts.append(f"{done / elapsed:,.1f}/s")
+        left = round(elapsed / done * (total - done))
+        if 0 < done < total:
+            parts.append(
+                f"ETA {left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+                if left >= 3600
+                else f"ETA {left // 60}:{left % 60:02d}"
+            )
+    return " · ".join(parts)
+
+
+class EmbedProgress(ImportProgress):
+    """`embed_line` redrawn on a terminal as batches finish (`Archive.embed(progress=...)`)."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(0, stream, clock)
+
+    def __call__(self, done: int, total: int, elapsed: float) -> None:  # type: ignore[override]
+        now = self.clock()
+        if now - self.last_draw >= REDRAW_S or done == total:
+            self.last_draw = now
+            self._draw(embed_line(done, total, elapsed))

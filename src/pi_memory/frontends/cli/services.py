@@ -37,6 +37,8 @@ def mcp(ctx: click.Context) -> None:
 def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> None:
     """Follow session folders (default: every agent's) and archive new lines as they are written.
 
+    With the semantic extra, messages are also embedded a few at a time while nothing changes.
+
     Exits 1 (once stopped) when any file could not be read or had bad lines, each said on stderr
     as it was met; the watcher goes on with the other files meanwhile."""
     try:
@@ -45,7 +47,8 @@ def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> Non
         raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
     with open_archive(ctx) as archive:
         roots = list(paths) or archive.session_roots(agent, existing=False)
-        failed = follow(archive.follower(), roots, say_err)
+        # with the semantic extra, what is new is embedded between file events (one core, small batches)
+        failed = follow(archive.follower(), roots, say_err, idle=archive.embed_when_idle)
     if failed:
         say_err(f"{len(failed)} file(s) could not be read or had bad lines: {', '.join(sorted(failed))}")
         ctx.exit(1)

@@ -128,7 +128,12 @@ class Viewer:
                 return list(a.sessions(agent=p.agent or None, project=p.project or None, limit=fetch))
             return list(
                 a.search_sessions(
-                    p.q, limit=fetch, project=p.project or None, since=p.since or None, include_echoes=bool(p.echoes)
+                    p.q,
+                    limit=fetch,
+                    project=p.project or None,
+                    since=p.since or None,
+                    include_echoes=bool(p.echoes),
+                    mode=p.mode or None,
                 )
             )
         if not p.q:
@@ -146,6 +151,7 @@ class Viewer:
             kinds=kinds,
             until=p.until or None,
             include_echoes=bool(p.echoes),
+            mode=(p.mode or None) if scope == "content" else None,
         )
         return list(found)
 

