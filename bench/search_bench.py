@@ -6,7 +6,10 @@ agent sessions (`realistic.py`: short user requests, long log-normal assistant
 replies, tool calls and errors, summaries, short and long sessions) through
 the real import path, grown once and copied at each size; the queries are
 natural-language questions in Chinese (CMRC trial) and English (built from the
-novels, and questions about code), the spec's hand queries, single characters,
+novels, and questions about code), the questions of bench/quality.py's public sets (English
+questions over paragraphs, questions about dated conversations in English and Chinese: these
+are questions about other texts, so they time the candidate work of a question that has no
+answer here), the spec's hand queries, single characters,
 very common words, rare words and mixed queries. Each kind gets its own
 p50/p95/max, and FTS5 `ORDER BY bm25` over all query tokens runs on the same
 database in the same run (the baseline the ratio is read against: the machine
@@ -27,6 +30,7 @@ for both, and this code's p95 over the baseline's.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -78,13 +82,46 @@ FIXED_QUERIES: list[tuple[str, str]] = [(q, "hand") for q in HAND_QUERIES] + [
 ]
 
 
-def query_mix(corpus: Path, n_questions: int, seed: int) -> list[tuple[str, str]]:
+QSETS = Path(__file__).parent / "data"  # bench/quality.py's public question sets (bench/qsets_build.py)
+
+
+def public_questions(folder: Path, n: int, rng: random.Random) -> list[tuple[str, str]]:
+    """The questions of bench/quality.py's public sets, as people asked them: English questions over
+    paragraphs (BoolQ, PubMedQA) and questions about dated conversations in English (REALTALK) and
+    Chinese (MemDaily). A set not built under `folder` is left out, said."""
+    def rows(name: str) -> list[dict[str, Any]]:
+        path = folder / name / f"{name}.jsonl.gz"
+        if not path.exists():
+            print(f"question set {name} not found under {folder} (bench/qsets_build.py builds it): left out")
+            return []
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            return [json.loads(line) for line in f]
+
+    def some(texts: list[str]) -> list[str]:
+        return rng.sample(texts, min(n, len(texts)))
+
+    english = [r["q"] for r in rows("boolq") + rows("pubmedqa")]
+    talks = [qa["q"] for talk in rows("realtalk") for qa in talk["qa"]]
+    days = [r["q"] for r in rows("memdaily")]
+    return (
+        [(q, "question-en-qa") for q in some(english)]
+        + [(q, "conversation-en") for q in some(talks)]
+        + [(q, "conversation-zh") for q in some(days)]
+    )
+
+
+def query_mix(corpus: Path, n_questions: int, seed: int, qsets: Path = QSETS) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     pools = load_pools(corpus)
     zh = chinese_questions(corpus)
     zh = rng.sample(zh, min(n_questions, len(zh)))
     en = english_questions(pools, rng, n_questions - len(CODE_QUESTIONS)) + CODE_QUESTIONS
-    return FIXED_QUERIES + [(q, "question-zh") for q in zh] + [(q, "question-en") for q in en]
+    return (
+        FIXED_QUERIES
+        + [(q, "question-zh") for q in zh]
+        + [(q, "question-en") for q in en]
+        + public_questions(qsets, n_questions // 2, rng)
+    )
 
 
 def build(corpus: Path, sizes: list[int], work: Path, seed: int) -> list[dict[str, Any]]:

@@ -121,3 +121,15 @@ def test_identifiers_weigh_more_than_prose_words_with_the_same_df() -> None:
     df = {t.text: 10 for t in tokens}
     weights = ranking.token_weights(tokens, df, 1000)
     assert weights["proxy_buffering"] == weights["timeout"] * ranking.IDENTIFIER_WEIGHT
+
+
+def test_other_forms_keep_most_of_a_word_s_weight_when_they_are_about_as_rare() -> None:
+    assert 0.8 < ranking.form_share(50, 150, 20_000) < 1.0  # move / moving, moved
+
+
+def test_other_forms_keep_little_of_a_word_s_weight_when_they_are_common() -> None:
+    assert ranking.form_share(5, 4_000, 20_000) < 0.3  # timely / time, times
+
+
+def test_a_word_s_form_share_is_never_above_one() -> None:
+    assert ranking.form_share(10, 10, 1_000) == 1.0

@@ -197,3 +197,71 @@ def test_a_character_typed_in_traditional_script_finds_the_one_message_holding_i
     assert hits[0].msg_id == ids[old]
     assert len(hits) == 5  # the simplified spelling still matches
     assert archive.search("构", limit=1)[0].msg_id != ids[old]  # typed simplified: the simplified messages
+
+
+# --- the shapes bench/quality.py found the ranking losing on ---------------------------------
+
+CHAT = [
+    "Hi Kate, how was your weekend? Did you do anything fun with your friends?",
+    "It was quiet. I watched two episodes of a show and cooked pasta for dinner.",
+    "Today I went to the store early, I am buying water and breakfast bars for the week.",
+    "Nice! Did you ever try the new coffee place near the library?",
+    "Not yet, but I did walk past it on Monday and it looked busy.",
+    "I am moving to Lisbon next month, the flat is already signed.",
+]
+
+
+def test_a_question_s_word_finds_the_message_that_holds_it_in_another_form(archive: Archive):
+    ids = _fill(archive, {"chat": CHAT})
+    # `buy` is only `buying` there, and `move` only `moving`: found by their other forms, first
+    assert archive.search("What did Elise buy at the store?", limit=3)[0].msg_id == ids[CHAT[2]]
+    assert archive.search("When did Ann move to Lisbon?", limit=1)[0].msg_id == ids[CHAT[5]]
+
+
+def test_the_form_typed_comes_before_another_form_of_the_word(archive: Archive):
+    texts = ["We were moving the servers all night long.", "We had moved the servers all night long."]
+    ids = _fill(archive, {"a": texts})
+    assert archive.search("moved servers", limit=2)[0].msg_id == ids[texts[1]]
+    assert archive.search("moving servers", limit=2)[0].msg_id == ids[texts[0]]
+
+
+def test_a_long_text_holding_the_small_words_does_not_beat_the_short_one_holding_the_rare_ones(
+    archive: Archive,
+):
+    # the small words are in most messages, `partner` in a few, `internet2` in one
+    common = [
+        f"Who did the review with the team on day {k}? {'Our partner agreed. ' if k % 10 == 0 else ''}"
+        for k in range(60)
+    ]
+    long = " ".join(["Who did what with whom, and who did it with which partner, did they say?"] * 12)
+    target = "Internet2 announced a partnership with three universities in March."
+    ids = _fill(archive, {"docs": [*common, long, target, *FILLER]})
+    assert archive.search("Who did internet2 partner with", limit=1)[0].msg_id == ids[target]
+
+
+def test_inside_a_project_words_common_elsewhere_still_find_its_one_message(archive: Archive):
+    # `height` and `colleague` are in every other project: no rare token in this one, and no
+    # message of it holds all of the question's common words
+    others = {
+        f"p{k}": [f"My colleague's height is {150 + k} cm and my colleague lives far." for _ in range(3)]
+        for k in range(40)
+    }
+    mine = ["My colleague is 161 cm tall, his height surprised me.", "My uncle works in Hangzhou.", "I like tea."]
+    _fill(archive, others)
+    ids = _fill(archive, {"mine": mine})
+    hits = archive.search("What is my colleague's height again, do you remember?", limit=3, project="mine")
+    assert hits and hits[0].msg_id == ids[mine[0]]
+
+
+def test_words_copied_from_a_message_find_it_before_one_holding_another_form_of_them(archive: Archive):
+    # Snowball stems `timely` as `time`, a word of many messages: a short message holding `boat`
+    # and `time` is no match for the longer one that holds both words as typed
+    timely = (
+        "We waited on the pier for most of the afternoon while the wind kept changing, and when the "
+        "harbour master finally waved us through, the boat came in a timely fashion, well before the "
+        "storm reached the coast and long before anyone on board had started to worry about supper."
+    )
+    short = "The boat left on time."
+    chat = [f"It took some time to set up the build on day {k}." for k in range(40)]
+    ids = _fill(archive, {"log": [short, timely, *chat, *FILLER]})
+    assert archive.search("boat timely", limit=1)[0].msg_id == ids[timely]

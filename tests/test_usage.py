@@ -450,3 +450,15 @@ def test_days_weeks_and_months_are_the_zones_own_across_clock_changes(archive: A
             expected[label] = expected.get(label, 0) + 1
         got = {line.label: line.requests for line in archive.usage(view, tz=zone).lines}
         assert got == expected, view
+
+
+def test_a_request_stamped_in_the_same_millisecond_as_a_fold_counts_after_it() -> None:
+    from pi_memory.usage.ledger import LedgerEvent, Request, _apply
+
+    def request(ts: int, prompt: int) -> Request:
+        return Request(ts, "faux", "faux-1", prompt, 10, 0, 0, None)
+
+    fold = LedgerEvent(2_000, "fold", "f1", -400, -100)
+    # the fold is written before the request it shrinks; a fast one shares its millisecond
+    _apply(fold, [request(1_000, 900), request(2_000, 500), request(3_000, 600)], None)
+    assert (fold.prompt_before, fold.prompt_after, fold.requests) == (900, 500, 2)

@@ -46,6 +46,14 @@ def idf(df: int, n_docs: int) -> float:
     return math.log(1.0 + ratio) if IDF_PLUS_ONE else max(IDF_FLOOR, math.log(ratio))
 
 
+def form_share(word_df: int, forms_df: int, n_docs: int) -> float:
+    """The share of an English word's weight its other forms carry: the idf of the word with all
+    its forms (as a stemmed index would count them) over the idf of the word as typed. `moving`
+    for `move` keeps most of it; `time` for `timely` (Snowball stems both `time`) almost none."""
+    word = idf(word_df, n_docs)
+    return min(1.0, idf(forms_df, n_docs) / word) if word > 0 else 0.0
+
+
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
     kind_weight = CHAR_WEIGHT if token.kind in ("char", "surface") else PART_WEIGHT if token.kind == "part" else 1.0
     return kind_weight * idf(df, n_docs)

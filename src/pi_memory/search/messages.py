@@ -45,6 +45,7 @@ from typing import Any
 
 from ..core import ranking, scoring
 from ..core.echo import fts_without_echoes as without_echoes
+from ..core.stems import variants
 from ..core.text import (
     QueryToken,
     fts_and,
@@ -68,6 +69,19 @@ DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common tok
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
 # best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
 RARE_CANDIDATES = 30
+# A short query's rare tokens typed in their folded spelling are read once more, as typed
+# (`QueryPlan.exact`): the messages holding no other spelling rank first in the rare track's cut.
+# Only a short one's (a word or two, `车`, `發現`): each such part costs a subquery over the typed-
+# script index, and a long Chinese question typed in simplified script has one for nearly every
+# token (search_bench, 300k: its rare track took 9.8 ms a question with them, 3.3 without; R@1 the
+# same on every set of bench/quality.py with none at all, 150 each, zh-exact and script-* included).
+EXACT_PARTS_TOKENS = 4
+# A filtered scope (a project, a session) of at most this many indexed messages is scored whole,
+# as bm25 scores every message it holds: there the query's common words are the ones that tell its
+# messages apart, and the tracks, built to bound an archive-wide search, can miss its one answer
+# (bench/quality.py, MemDaily histories, fit half: the target in the top 10 for 0.925 of questions
+# by the tracks, bm25 1.000).
+SCOPE_SCORED_WHOLE = 200
 RECENT_WINDOW = 200_000  # the recent track looks only at the newest rowids
 RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 # ... when the rare track found a full set already: a question's common words (`的`, `是`, `what`)
@@ -166,6 +180,12 @@ class QueryPlan:
     # those of them that are characters held as typed by few messages written in the other script
     # (`text.typed_targets`): read from the typed-script index whatever their df (rare track)
     exact_typed: tuple[str, ...] = ()
+    # another form of a rare English word (`buying` for `buy`, `stems.variants`) the index holds ->
+    # that word: read with it in the rare track (scoring counts such forms, `stems.other_forms`)
+    variants: dict[str, str] = field(default_factory=dict)
+    # an English word of the query -> the share of its weight its other forms carry in scoring and
+    # in the rare track (`ranking.form_share`: by the documents holding the word in any form)
+    form_shares: dict[str, float] = field(default_factory=dict)
 
 
 def typed_as_folded(query: str, tokens: list[QueryToken]) -> dict[str, tuple[str, ...]]:
@@ -207,6 +227,8 @@ class Searcher:
         # (msg id, content hash) -> (text, lower-cased text): the hash, since a forgotten message's id
         # can be taken again by a new one
         self._texts: OrderedDict[tuple[int, str], tuple[str, str]] = OrderedDict()
+        # project -> its session ids, while the archive has as many sessions (`_project_sessions`)
+        self._projects: tuple[int, dict[str, list[str]]] = (-1, {})
 
     # --- document frequencies --------------------------------------------------------
 
@@ -251,7 +273,37 @@ class Searcher:
         typed_in_others = [QueryToken(ch, "surface") for ch in exact if len(ch) == 1]
         budget = RARE_POSTINGS_BUDGET
         exact_typed = tuple(t.text for t in typed_in_others if 0 < self.document_frequency(t, n_docs) <= budget)
-        return QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
+        plan = QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
+        plan.variants = self.word_variants(rare, df, n_docs, RARE_POSTINGS_BUDGET)
+        plan.form_shares = self.form_shares(tokens, df, n_docs)
+        return plan
+
+    def form_shares(self, tokens: list[QueryToken], df: dict[str, int], n_docs: int) -> dict[str, float]:
+        """`QueryPlan.form_shares`, for the English words of the query that have other forms."""
+        out = {}
+        for t in tokens:
+            if t.kind == "word" and (forms := variants(t.text)):
+                in_any = df[t.text] + sum(self.document_frequency(QueryToken(f, "word"), n_docs) for f in forms)
+                out[t.text] = ranking.form_share(df[t.text], in_any, n_docs)
+        return out
+
+    def word_variants(self, rare: list[QueryToken], df: dict[str, int], n_docs: int, budget: int) -> dict[str, str]:
+        """`QueryPlan.variants`: the other forms of the rare English words the index holds, rarest
+        first, while their postings fit what the rare track has left of its `budget`."""
+        budget -= sum(df[t.text] for t in rare)
+        found: list[tuple[int, str, str]] = []
+        for t in rare:
+            if t.kind == "word":
+                for form in variants(t.text):
+                    count = self.document_frequency(QueryToken(form, "word"), n_docs)
+                    if count:
+                        found.append((count, form, t.text))
+        out: dict[str, str] = {}
+        for count, form, word in sorted(found):
+            if count > budget:
+                break
+            out[form], budget = word, budget - count
+        return out
 
     # --- candidates ------------------------------------------------------------------
 
@@ -259,11 +311,12 @@ class Searcher:
         if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
+        as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
         for t in plan.rare:
             table, expr = fts_index(t, filters.include_echoes)
             parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
             params += [weights[t.text], expr]
-            if t.text in plan.exact:  # as typed: once more for the messages holding no other spelling
+            if t.text in as_typed:  # as typed: once more for the messages holding no other spelling
                 others = fts_or([QueryToken(ch, "surface") for ch in plan.exact[t.text]])
                 parts.append(
                     f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "
@@ -274,6 +327,10 @@ class Searcher:
             token = QueryToken(text, "surface")
             parts.append("SELECT rowid AS id, ? AS w FROM msg_typed WHERE msg_typed MATCH ?")
             params += [weights[text], token.fts() if filters.include_echoes else without_echoes(token.fts())]
+        for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
+            _table, expr = fts_index(QueryToken(form, "word"), filters.include_echoes)
+            parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
+            params += [weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0), expr]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
         outside, oparams = not_among("id", filters.exclude_ids, self.store)
@@ -306,15 +363,58 @@ class Searcher:
         sql += " ORDER BY f.rowid DESC LIMIT ?"
         return [int(r[0]) for r in self.store.conn.execute(sql, [expr, low] + oparams + fparams + [limit])]
 
+    def _small_scope(self, filters: Filters) -> list[int] | None:
+        """Every indexed message of a filtered scope of at most `SCOPE_SCORED_WHOLE`, else None: one
+        probe of the scope's sessions' messages (by the index on their session), stopped past that."""
+        if not (filters.project or filters.session_id or filters.sessions):
+            return None
+        where, params = self.where(filters)
+        outside, oparams = not_among("m.id", filters.exclude_ids, self.store)
+        echoes = "" if filters.include_echoes else " AND m.echo = 0"
+        sessions, sparams = "TRUE", []
+        if filters.project:
+            sessions, sparams = (
+                self.store.sql_in_list("m.session_id"),
+                [self.store.list_param(self._project_sessions(filters.project))],
+            )
+        sql = (
+            f"SELECT m.id FROM msg m JOIN session s ON s.id = m.session_id "
+            f"WHERE {sessions} AND m.indexed{echoes} AND {where} AND {outside} LIMIT ?"
+        )
+        ids = [int(r[0]) for r in self.store.rows(sql, (*sparams, *params, *oparams, SCOPE_SCORED_WHOLE + 1))]
+        return ids if len(ids) <= SCOPE_SCORED_WHOLE else None
+
+    def _project_sessions(self, project: str) -> list[str]:
+        """The sessions of a project (`filter_sql`'s match: its name, its folder or the folder's last
+        part), kept while the archive has as many sessions: the match reads every session's folder."""
+        count = int(self.store.scalar("SELECT count(*) FROM session") or 0)
+        if self._projects[0] != count:
+            self._projects = (count, {})
+        found = self._projects[1].get(project)
+        if found is None:
+            where, params = filter_sql(Filters(project=project), self.store)
+            found = [str(r[0]) for r in self.store.rows(f"SELECT s.id FROM session s WHERE {where}", params)]
+            if len(self._projects[1]) > 256:
+                self._projects[1].clear()
+            self._projects[1][project] = found
+        return found
+
     def candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
+        scope = self._small_scope(filters)
+        if scope is not None:
+            return scope
         found = self._rare_candidates(plan, weights, filters)
         common = without_surface(plan.common)
         if common:
             anchors = common[:RECENT_ANCHORS]
             limit = RECENT_BEHIND_FULL_RARE if len(found) >= self.rare_candidates else RECENT_CANDIDATES
             recent = self._recent_candidates(anchors, filters, limit)
-            if not recent and not found:
-                recent = self._recent_candidates(anchors, filters, limit, use_or=True)  # spec §7.1 ③'
+            if not recent and not found:  # spec §7.1 ③': no message holds the anchors together
+                # An OR of all the common words, filtered by project, filled the track better inside
+                # a project (MemDaily fit half: target in the top 10 for 0.93 of questions, 0.88
+                # without) but walks every posting newer than the project, joined to its session:
+                # the histories' p50 went from 12 to 40 ms, growing with the archive. Not kept.
+                recent = self._recent_candidates(anchors, filters, limit, use_or=True)
             seen = set(found)
             found += [r for r in recent if r not in seen]
         return found
@@ -339,7 +439,9 @@ class Searcher:
             rows = self._fetch(ids, filters)
         norm_query = normalize(query)
         matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0]
-        prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query), typed_runs(query))
+        prepared = scoring.prepare(
+            matched, weights, norm_query, typed_forms(query), typed_runs(query), plan.form_shares
+        )
         scored = self._score(rows, prepared)
         scored.sort(key=lambda sr: (sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
         by_weight = [t.text for t in sorted(matched, key=lambda t: -weights.get(t.text, 0.0))]
@@ -370,13 +472,31 @@ class Searcher:
         return filter_sql(filters, self.store)
 
     def _avg_len(self) -> float:
-        """Mean `ranking.doc_tokens` of the newest indexed messages, cached with the df cache."""
+        """Mean `ranking.doc_tokens` of the archive's indexed messages, from `AVG_LEN_SAMPLE` of them
+        spread evenly over its ids; cached with the df cache.
+
+        Spread, not the newest: an archive's newest messages may be all of one kind (a night of
+        Chinese classics imported last, mean 414 tokens, where the chats asked about held ~30), and
+        BM25 normalizes by the collection's mean, as FTS5's bm25 does (bench/quality.py, histories
+        with long assistant replies: R@1 0.17 under bm25's 0.24 with the newest 500)."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
-            sql = "SELECT id FROM msg WHERE indexed ORDER BY id DESC LIMIT ?"
-            ids = [int(r[0]) for r in self.store.rows(sql, (AVG_LEN_SAMPLE,))]
+            ids = self._spread_sample()
             lengths = self._token_lengths(ids, {})
             self._avg = (self.df_cache.generation, sum(lengths.values()) / len(lengths) if lengths else 1.0)
         return self._avg[1]
+
+    def _spread_sample(self) -> list[int]:
+        """Up to `AVG_LEN_SAMPLE` indexed message ids, evenly spread from the first to the last."""
+        low = int(self.store.scalar("SELECT coalesce(min(id), 0) FROM msg") or 0)
+        high = self.store.max_msg_id()
+        step = max(1.0, (high - low + 1) / AVG_LEN_SAMPLE)
+        wanted = sorted({min(high, low + int(k * step)) for k in range(AVG_LEN_SAMPLE)})
+        sql = f"SELECT id FROM msg WHERE {self.store.sql_in_list('id')} AND indexed"
+        ids = [int(r[0]) for r in self.store.rows(sql, (self.store.list_param(wanted),))]
+        if len(ids) < AVG_LEN_SAMPLE // 4:  # ids far apart (many forgotten): the newest, as before
+            sql = "SELECT id FROM msg WHERE indexed ORDER BY id DESC LIMIT ?"
+            ids = [int(r[0]) for r in self.store.rows(sql, (AVG_LEN_SAMPLE,))]
+        return ids
 
     def _token_lengths(self, ids: list[int], texts: dict[int, str]) -> dict[int, int]:
         """msg id -> `ranking.doc_tokens`: kept by the index where the backend has it, else counted."""

@@ -38,12 +38,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core import scoring
+from ..core.stems import variants
 from ..core.text import QueryToken, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery
 from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
     DF_EXACT_CAP,
     DF_WINDOW,
+    EXACT_PARTS_TOKENS,
     RARE_POSTINGS_BUDGET,
     RECENT_CANDIDATES,
     RECENT_WINDOW,
@@ -146,7 +149,9 @@ class PgSearcher(Searcher):
         (SQLite counts each in-process; here each would be a round trip), kept for the recent track."""
         n_docs = self.pg.counters().get("indexed_docs", 0)
         self.df_cache.check(n_docs)
-        self._frequencies(query_tokens(query) + surface_tokens(query), n_docs)
+        tokens = query_tokens(query)
+        forms = [QueryToken(form, "word") for t in tokens if t.kind == "word" for form in variants(t.text)]
+        self._frequencies(tokens + surface_tokens(query) + forms, n_docs)  # other forms: `form_shares`
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
         return plan
@@ -188,16 +193,23 @@ class PgSearcher(Searcher):
             return []
         parts, params = [], []
         part = f"SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery AND {echo_sql(filters)}"
+        as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
         for t in plan.rare:
             parts.append(part)
             params += [weights[t.text], tsquery([t])]
-            if t.text in plan.exact:  # as typed: once more for the rows holding no other spelling
+            if t.text in as_typed:  # as typed: once more for the rows holding no other spelling
                 others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
                 parts.append(part)
                 params += [weights[t.text], f"{tsquery([t])} & !({others})"]
         for text in plan.exact_typed:  # a character typed as a text in the other script holds it
             parts.append(part)
             params += [weights[text], tsquery([QueryToken(text, "surface")])]
+        for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
+            parts.append(part)
+            params += [
+                weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0),
+                tsquery([QueryToken(form, "word")]),
+            ]
         union = " UNION ALL ".join(parts)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         params += oparams

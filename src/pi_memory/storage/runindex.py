@@ -114,9 +114,13 @@ class RunSummaryIndex:
         return {int(i): fts5_varints(sz)[LENGTH_CHANNEL] for i, sz in self.rows(sql, (self.list_param(run_ids),)) if sz}
 
     def run_token_sample(self, n: int) -> list[int]:
-        """The summary lengths (`run_token_counts`) of the newest `n` indexed runs: the collection's mean."""
-        sql = "SELECT sz FROM run_fts_docsize ORDER BY id DESC LIMIT ?"
-        return [fts5_varints(sz)[LENGTH_CHANNEL] for (sz,) in self.rows(sql, (n,)) if sz]
+        """The summary lengths (`run_token_counts`) of up to `n` indexed runs spread evenly over their
+        ids (not the newest: they may be all of one kind), for the collection's mean."""
+        low, high = self.rows("SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM run_fts_docsize")[0]
+        step = max(1.0, (int(high) - int(low) + 1) / max(n, 1))
+        wanted = sorted({min(int(high), int(low) + int(k * step)) for k in range(n)})
+        sql = f"SELECT sz FROM run_fts_docsize WHERE {self.sql_in_list('id')}"
+        return [fts5_varints(sz)[LENGTH_CHANNEL] for (sz,) in self.rows(sql, (self.list_param(wanted),)) if sz]
 
     def _runs_matching(self, expr: str, limit: int, where: RunFilter, echoes: bool) -> list[int]:
         expr = expr if echoes else fts_without_echoes(expr)

@@ -261,8 +261,10 @@ def _span_end(event: LedgerEvent, later: list[LedgerEvent]) -> int | None:
 
 
 def _apply(event: LedgerEvent, requests: list[Request], end: int | None) -> None:
-    after = [r for r in requests if r.ts > event.ts and (end is None or r.ts <= end)]
-    before = [r for r in requests if r.ts <= event.ts]
+    # an event changes the context of the requests made from then on: one stamped in the same
+    # millisecond as the event came after it (a fold is written before the request it shrinks)
+    after = [r for r in requests if r.ts >= event.ts and (end is None or r.ts < end)]
+    before = [r for r in requests if r.ts < event.ts]
     if event.context_before is not None and after:  # pi's summary: what the next request really sent
         event.tokens = -max(0, event.context_before - after[0].prompt)
     event.requests = len(after)
