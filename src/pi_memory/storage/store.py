@@ -514,8 +514,6 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
     def list_param(values: Iterable[Any]) -> Any:
         return json.dumps(list(values))
 
-    # a join whose left table is read first (SQLite's planner otherwise may scan the right one whole)
-    SQL_JOIN_LEFT_FIRST = "CROSS JOIN"
 
     @staticmethod
     def sql_json_has(column: str, key: str) -> str:

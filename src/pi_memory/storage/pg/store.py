@@ -227,7 +227,6 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     def list_param(values: Iterable[Any]) -> Any:
         return list(values)
 
-    SQL_JOIN_LEFT_FIRST = "JOIN"  # the planner weighs both sides (CROSS JOIN takes no ON here)
 
     @staticmethod
     def sql_json_has(column: str, key: str) -> str:
