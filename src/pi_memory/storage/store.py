@@ -514,7 +514,6 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
     def list_param(values: Iterable[Any]) -> Any:
         return json.dumps(list(values))
 
-
     @staticmethod
     def sql_json_has(column: str, key: str) -> str:
         return f"json_extract({column}, '$.{key}') IS NOT NULL"

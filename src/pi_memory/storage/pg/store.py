@@ -227,7 +227,6 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
     def list_param(values: Iterable[Any]) -> Any:
         return list(values)
 
-
     @staticmethod
     def sql_json_has(column: str, key: str) -> str:
         return f"(({column})::jsonb -> '{key}') IS NOT NULL"
