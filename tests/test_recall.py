@@ -432,13 +432,15 @@ def test_bridge_recall_takes_session_and_branch_from_the_host_not_the_model(impo
 def test_when_the_index_finds_nothing_in_a_session_the_newest_records_are_scanned(
     imported: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the index's tracks are bounded (rare postings budget, recent rowid window): simulate an old session
+    # the index's tracks are bounded (rare postings budget, recent rowid window): simulate an old session,
+    # too long to be scored whole
     import pi_memory.search.messages as search
     import pi_memory.search.pg as pg_search
 
     indexed = on_branch(imported, query="Last-Event-ID", kind="assistant")
     monkeypatch.setattr(search, "RARE_POSTINGS_BUDGET", 0)
     monkeypatch.setattr(search, "RECENT_WINDOW", 0)
+    monkeypatch.setattr(search, "SCOPE_SCORED_WHOLE", 0)
     monkeypatch.setattr(pg_search, "PG_RARE_POSTINGS_BUDGET", 0)
     monkeypatch.setattr(pg_search, "PG_RECENT_WINDOW", 0)
     assert not imported.search("Last-Event-ID", session=SSE)
