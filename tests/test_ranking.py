@@ -133,3 +133,9 @@ def test_other_forms_keep_little_of_a_word_s_weight_when_they_are_common() -> No
 
 def test_a_word_s_form_share_is_never_above_one() -> None:
     assert ranking.form_share(10, 10, 1_000) == 1.0
+
+
+def test_a_spread_sample_runs_from_the_first_id_to_near_the_last_evenly() -> None:
+    assert ranking.spread_ids(1, 1_000, 4) == [1, 251, 501, 751]
+    assert ranking.spread_ids(10, 12, 500) == [10, 11, 12]  # fewer ids than asked: each once
+    assert ranking.spread_ids(0, 0, 500) == [0]

@@ -39,6 +39,13 @@ IDF_PLUS_ONE = 0  # 1: Lucene's log(1 + x), never zero; 0: Robertson's log(x) fl
 IDF_FLOOR = 1e-6
 
 
+def spread_ids(low: int, high: int, n: int) -> list[int]:
+    """Up to `n` ids spread evenly from `low` to `high`: the documents whose mean length stands for a
+    collection's (not its newest: they may be all of one kind, a night of classics imported last)."""
+    step = max(1.0, (high - low + 1) / max(n, 1))
+    return sorted({min(high, low + int(k * step)) for k in range(n)})
+
+
 def idf(df: int, n_docs: int) -> float:
     """BM25's idf, never negative: a token in most documents says almost nothing."""
     n = max(n_docs, df, 1)

@@ -91,7 +91,7 @@ RECENT_CANDIDATES = 15  # newest documents holding all common anchors
 RECENT_BEHIND_FULL_RARE = 5
 RECENT_ANCHORS = 3  # spec 000 §7.1: three anchors
 MAX_LIMIT = 100
-AVG_LEN_SAMPLE = 500  # newest documents whose mean length stands for the archive's
+AVG_LEN_SAMPLE = 500  # documents, spread over the archive, whose mean length stands for its
 # candidates' texts kept decoded and lower-cased by a searcher (~5 MB at most): a long-lived one (bridge,
 # MCP, web) meets the same newest documents again for every query holding a common word, and decoding
 # a packed text (`decode_text`, ~10-20 us) and lower-casing it (~10 us) would be paid each time
@@ -188,6 +188,22 @@ class QueryPlan:
     form_shares: dict[str, float] = field(default_factory=dict)
 
 
+def word_variants(
+    rare: list[QueryToken], forms: dict[str, dict[str, int]], df: dict[str, int], budget: int
+) -> dict[str, str]:
+    """`QueryPlan.variants`: the other forms of the rare English words the index holds (`forms`: per
+    word, each form's document frequency), rarest first, while their postings fit what the rare
+    track has left of its `budget`."""
+    budget -= sum(df[t.text] for t in rare)
+    found = sorted((count, form, t.text) for t in rare for form, count in forms.get(t.text, {}).items() if count)
+    out: dict[str, str] = {}
+    for count, form, word in found:
+        if count > budget:
+            break
+        out[form], budget = word, budget - count
+    return out
+
+
 def typed_as_folded(query: str, tokens: list[QueryToken]) -> dict[str, tuple[str, ...]]:
     """`QueryPlan.exact`: the CJK tokens the query typed in their folded spelling that have others."""
     typed = typed_forms(query)
@@ -274,36 +290,18 @@ class Searcher:
         budget = RARE_POSTINGS_BUDGET
         exact_typed = tuple(t.text for t in typed_in_others if 0 < self.document_frequency(t, n_docs) <= budget)
         plan = QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
-        plan.variants = self.word_variants(rare, df, n_docs, RARE_POSTINGS_BUDGET)
-        plan.form_shares = self.form_shares(tokens, df, n_docs)
+        forms = {
+            t.text: {f: self.document_frequency(QueryToken(f, "word"), n_docs) for f in variants(t.text)}
+            for t in tokens
+            if t.kind == "word"
+        }
+        plan.variants = word_variants(rare, forms, df, RARE_POSTINGS_BUDGET)
+        plan.form_shares = {
+            word: ranking.form_share(df[word], df[word] + sum(counts.values()), n_docs)
+            for word, counts in forms.items()
+            if counts
+        }
         return plan
-
-    def form_shares(self, tokens: list[QueryToken], df: dict[str, int], n_docs: int) -> dict[str, float]:
-        """`QueryPlan.form_shares`, for the English words of the query that have other forms."""
-        out = {}
-        for t in tokens:
-            if t.kind == "word" and (forms := variants(t.text)):
-                in_any = df[t.text] + sum(self.document_frequency(QueryToken(f, "word"), n_docs) for f in forms)
-                out[t.text] = ranking.form_share(df[t.text], in_any, n_docs)
-        return out
-
-    def word_variants(self, rare: list[QueryToken], df: dict[str, int], n_docs: int, budget: int) -> dict[str, str]:
-        """`QueryPlan.variants`: the other forms of the rare English words the index holds, rarest
-        first, while their postings fit what the rare track has left of its `budget`."""
-        budget -= sum(df[t.text] for t in rare)
-        found: list[tuple[int, str, str]] = []
-        for t in rare:
-            if t.kind == "word":
-                for form in variants(t.text):
-                    count = self.document_frequency(QueryToken(form, "word"), n_docs)
-                    if count:
-                        found.append((count, form, t.text))
-        out: dict[str, str] = {}
-        for count, form, word in sorted(found):
-            if count > budget:
-                break
-            out[form], budget = word, budget - count
-        return out
 
     # --- candidates ------------------------------------------------------------------
 
@@ -489,8 +487,7 @@ class Searcher:
         """Up to `AVG_LEN_SAMPLE` indexed message ids, evenly spread from the first to the last."""
         low = int(self.store.scalar("SELECT coalesce(min(id), 0) FROM msg") or 0)
         high = self.store.max_msg_id()
-        step = max(1.0, (high - low + 1) / AVG_LEN_SAMPLE)
-        wanted = sorted({min(high, low + int(k * step)) for k in range(AVG_LEN_SAMPLE)})
+        wanted = ranking.spread_ids(low, high, AVG_LEN_SAMPLE)
         sql = f"SELECT id FROM msg WHERE {self.store.sql_in_list('id')} AND indexed"
         ids = [int(r[0]) for r in self.store.rows(sql, (self.store.list_param(wanted),))]
         if len(ids) < AVG_LEN_SAMPLE // 4:  # ids far apart (many forgotten): the newest, as before

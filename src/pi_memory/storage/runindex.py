@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.echo import fts_without_echoes
+from ..core.ranking import spread_ids
 from ..core.text import QueryToken, fts_and, fts_or
 from .codec import LENGTH_CHANNEL, fts5_varints
 from .shared import NO_FILTER, RunFilter
@@ -117,8 +118,7 @@ class RunSummaryIndex:
         """The summary lengths (`run_token_counts`) of up to `n` indexed runs spread evenly over their
         ids (not the newest: they may be all of one kind), for the collection's mean."""
         low, high = self.rows("SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM run_fts_docsize")[0]
-        step = max(1.0, (int(high) - int(low) + 1) / max(n, 1))
-        wanted = sorted({min(int(high), int(low) + int(k * step)) for k in range(n)})
+        wanted = spread_ids(int(low), int(high), n)
         sql = f"SELECT sz FROM run_fts_docsize WHERE {self.sql_in_list('id')}"
         return [fts5_varints(sz)[LENGTH_CHANNEL] for (sz,) in self.rows(sql, (self.list_param(wanted),)) if sz]
 

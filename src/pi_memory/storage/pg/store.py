@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...core.echo import ECHO_TOKEN
+from ...core.ranking import spread_ids
 from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
@@ -556,9 +557,13 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
         return {int(i): int(n) for i, n in self.rows(sql, (list(run_ids),))}
 
     def run_token_sample(self, n: int) -> list[int]:
-        """The summary lengths of the newest `n` indexed runs (SQLite: the newest of `run_fts_docsize`)."""
-        sql = "SELECT ntokens FROM run WHERE ntokens IS NOT NULL ORDER BY id DESC LIMIT %s"
-        return [int(r[0]) for r in self.rows(sql, (n,))]
+        """The summary lengths of up to `n` indexed runs spread evenly over their ids, as SQLite's
+        `RunSummaryIndex.run_token_sample` reads them (the same runs: the same mean, the same scores)."""
+        sql = "SELECT coalesce(min(id), 0), coalesce(max(id), 0) FROM run WHERE ntokens IS NOT NULL"
+        low, high = self.rows(sql)[0]
+        wanted = spread_ids(int(low), int(high), n)
+        sql = "SELECT ntokens FROM run WHERE id = ANY(%s) AND ntokens IS NOT NULL"
+        return [int(r[0]) for r in self.rows(sql, (wanted,))]
 
     def _runs_matching(self, match: str, query: str, low: int, limit: int, where: RunFilter) -> list[int]:
         join = " JOIN session s ON s.id = r.session_id" if where[0] != NO_FILTER[0] else ""
