@@ -30,7 +30,6 @@ for both, and this code's p95 over the baseline's.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import random
@@ -54,6 +53,7 @@ from common import (  # noqa: E402
     save_json,
     table,
 )
+from qsets import read_set  # noqa: E402
 from realistic import CODE_QUESTIONS, SessionWriter, chinese_questions, english_questions, load_pools  # noqa: E402
 from scale import bm25_query  # noqa: E402  (the same baseline as scale.py)
 
@@ -89,13 +89,12 @@ def public_questions(folder: Path, n: int, rng: random.Random) -> list[tuple[str
     """The questions of bench/quality.py's public sets, as people asked them: English questions over
     paragraphs (BoolQ, PubMedQA) and questions about dated conversations in English (REALTALK) and
     Chinese (MemDaily). A set not built under `folder` is left out, said."""
+
     def rows(name: str) -> list[dict[str, Any]]:
-        path = folder / name / f"{name}.jsonl.gz"
-        if not path.exists():
+        if not (folder / name / f"{name}.jsonl.gz").exists():
             print(f"question set {name} not found under {folder} (bench/qsets_build.py builds it): left out")
             return []
-        with gzip.open(path, "rt", encoding="utf-8") as f:
-            return [json.loads(line) for line in f]
+        return read_set(folder, name)
 
     def some(texts: list[str]) -> list[str]:
         return rng.sample(texts, min(n, len(texts)))
