@@ -12,8 +12,10 @@ python3 -m build --outdir "$work/dist" . >"$work/build.log" 2>&1 || { tail -30 "
 python3 -m twine check --strict "$work"/dist/*
 wheel="$(ls "$work"/dist/*.whl)"
 sdist="$(ls "$work"/dist/*.tar.gz)"
-unzip -l "$wheel" | grep -q 'pi_memory/core/_cut' || { echo "check-dist: the wheel has no C extension"; exit 1; }
-unzip -l "$wheel" | grep -q 'pi_memory/samples/.*\.jsonl' || { echo "check-dist: the wheel has no sample sessions"; exit 1; }
+# the listing goes to a file: `unzip -l | grep -q` under pipefail fails once grep stops reading early
+unzip -l "$wheel" >"$work/wheel.list"
+grep -q 'pi_memory/core/_cut' "$work/wheel.list" || { echo "check-dist: the wheel has no C extension"; exit 1; }
+grep -q 'pi_memory/samples/.*\.jsonl' "$work/wheel.list" || { echo "check-dist: the wheel has no sample sessions"; exit 1; }
 
 demo() {  # the demo in a fresh venv with its own cache folder: the first hit must be there
   local venv="$1"; shift
