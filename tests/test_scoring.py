@@ -149,6 +149,16 @@ def test_a_text_is_marked_down_only_when_it_misses_half_the_runs_or_more() -> No
     assert factors == [1.0, 1.0, scoring.MISSED_RUNS_FACTOR, 1.0]  # missing one run of three is not half
 
 
+def test_a_question_in_words_marks_down_no_text_for_the_words_it_lacks() -> None:
+    # `When did Kate learn to cook?`: the answer (`Kate's Italian cooking class`) lacks `when`,
+    # `did`, `learn` and `to`, as nearly every text does; a question is not a list of keywords
+    query = "When did Kate learn to cook?"
+    q = prepared_as_typed(query, {t.text: 2.0 for t in query_tokens(query)})
+    assert len(q.runs) > scoring.MISSED_RUNS_MAX
+    tf, _ = scoring.term_frequencies(["kate's italian cooking class", "when did you learn to swim"], q)
+    assert scoring.missed_runs_factors(tf > 0, q).tolist() == [1.0, 1.0]
+
+
 def test_a_run_no_term_stands_for_counts_for_no_text() -> None:
     query = "modelValue 的原"
     tokens = [t for t in query_tokens(query) if t.text != "modelvalue"]  # as if no message held it

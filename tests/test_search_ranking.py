@@ -10,6 +10,7 @@ import pytest
 from conftest import python_cli
 from pi_memory import Archive
 from pi_memory.core.render import message_hash
+from pi_memory.search import messages
 from pi_memory.storage.store import NewMessage, SessionRow
 from pi_memory.storage.writes import write_messages
 
@@ -265,3 +266,38 @@ def test_words_copied_from_a_message_find_it_before_one_holding_another_form_of_
     chat = [f"It took some time to set up the build on day {k}." for k in range(40)]
     ids = _fill(archive, {"log": [short, timely, *chat, *FILLER]})
     assert archive.search("boat timely", limit=1)[0].msg_id == ids[timely]
+
+
+def test_a_word_the_archive_holds_only_in_another_form_still_finds_it(archive: Archive):
+    # no message holds `dietitians` or `weekends`: the answer is found by `dietitian` and `weekend`,
+    # and must beat the line that holds `patients` as typed
+    target = "The dietitian saw each patient over the weekend."
+    other = "Patients wait in the hall; the nurses see patients one by one."
+    ids = _fill(archive, {"clinic": [*FILLER, other, target]})
+    hits = archive.search("Do dietitians see patients on weekends?", limit=3)
+    assert hits and hits[0].msg_id == ids[target]
+
+
+def test_a_short_query_in_one_script_ranks_every_text_holding_it_as_typed_first(archive: Archive):
+    # the short title holding `歸` would win on its length alone; `归` was typed, and only the long
+    # text holds it so
+    title = "苦絳珠魂歸離恨天"
+    long = "他们第二天一早起身归家，" + "一路上说说笑笑，走了许多时候，看了许多风景，" * 8
+    short = [f"第{k}回 无事" for k in range(40)]
+    ids = _fill(archive, {"book": [title, long, *short]})
+    assert archive.search("归", limit=2)[0].msg_id == ids[long]
+    assert archive.search("歸", limit=2)[0].msg_id == ids[title]
+
+
+def test_inside_a_project_the_one_message_holding_a_character_as_typed_is_found_however_common_elsewhere(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+):
+    # `這` fills the traditional project, past what the rare track reads; in the simplified one (too
+    # large to be scored whole) one message holds it as typed and every other one holds `这`
+    monkeypatch.setattr(messages, "RARE_POSTINGS_BUDGET", 40)
+    monkeypatch.setattr(messages, "SCOPE_SCORED_WHOLE", 20)
+    _fill(archive, {"trad": [f"這是第{k}回，這一回說的是這件事。" for k in range(60)]})
+    simp = [f"这是第{k}回，这一回说的是这件事。" for k in range(60)]
+    ids = _fill(archive, {"simp": [*simp[:30], "抄本里写作這个字。", *simp[30:]]})
+    hits = archive.search("這", limit=3, project="simp")
+    assert hits and hits[0].msg_id == ids["抄本里写作這个字。"]

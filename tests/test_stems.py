@@ -30,3 +30,10 @@ def test_the_variants_looked_up_are_forms_of_the_same_stem_likeliest_first():
     assert all(stem(v) == stem("buy") for v in found)
     assert "tiktok" in variants("tiktoks") and "moving" in variants("moved")
     assert variants("OPENAI_KEY") == () and len(variants("traveled")) <= 8
+
+
+def test_a_plural_or_an_adverb_looks_up_the_word_it_is_made_from_not_only_its_stem():
+    # the stems `hospit` and `advers` are no words: the forms looked up start from `hospital`, `adverse`
+    assert variants("hospitals")[0] == "hospital" and variants("adversely")[0] == "adverse"
+    assert {"stop", "stopping"} <= set(variants("stopped")) and "city" in variants("cities")
+    assert {"move", "moving"} <= set(variants("moved")) and "moveing" not in variants("moved")

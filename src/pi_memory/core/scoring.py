@@ -23,7 +23,8 @@ So the texts are never folded and never searched token by token:
 - The query's runs as typed (`text.typed_runs`: whole words, CJK stretches)
   add two rules: a text holding every run exactly gains EXACT_RUNS_BONUS, and
   a text with no trace of half the runs or more (for `modelValue 的原`, one
-  without the pair `的原` in any spelling) keeps MISSED_RUNS_FACTOR of its score.
+  without the pair `的原` in any spelling) keeps MISSED_RUNS_FACTOR of its score
+  (a query of a few keywords, not a question in words).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ FOLDED_ONLY_WEIGHT = 0.5
 # 100 each: frag-2en-words / conv-realtalk-a turn / long-replies-a turn): 0.95 -> 0.970/0.290/0.310,
 # 0.8 -> 0.990/0.280/0.290, 0.7 -> 0.990/0.280/0.290 (bm25 0.990/0.260/0.240, stemmed bm25
 # 0.760/0.270/0.300).
-STEM_ONLY_WEIGHT = 0.8
+STEM_ONLY_WEIGHT = 0.9
 # A text holding every run of the query exactly as typed (`燦爛`, `watchEffect 响应式`) gains this
 # many times the query's weight: what the user typed, verbatim, beats the same tokens scattered
 # or spelled in the other script (bench/quality.py, the fragment sets).
@@ -62,6 +63,12 @@ EXACT_RUNS_BONUS = 0.25  # 0.3 put Vue headings under bm25 (MRR 0.525 < 0.526); 
 # lacks one of its runs, but seldom half of them. Vue R@1/MRR 0.408/0.527 -> 0.409/0.528;
 # 0.9 leaves `triggerRef 是一` second, 0.5 gains less on Vue.
 MISSED_RUNS_FACTOR = 0.8
+# ... for a query of at most this many runs: a few keywords, each chosen. A question in words
+# (`when did Ann move to Lisbon`) has function words most texts lack, and the rule then marks down
+# the answer as often as the noise (bench/quality.py, fit half, R@1: conversations turn/session
+# 0.277/0.539 -> 0.283/0.551, long replies 0.245/0.487 -> 0.265/0.516, fragments unchanged; 2 runs
+# lost mix-zh-old session 0.886 -> 0.884, no limit lost it too)
+MISSED_RUNS_MAX = 3
 _CJK_RUNS = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
 
 
@@ -115,6 +122,7 @@ class PreparedQuery:
 class DocScore:
     score: float
     meaningful: bool  # matched a meaningful term, not only characters cut out of longer words
+    verbatim: bool = False  # held every run of the query exactly as typed (`text.typed_runs`)
 
 
 def prepare(
@@ -206,24 +214,26 @@ def score_documents(texts: list[str], lengths: list[float], avg_len: float, q: P
             out.append(DocScore(0.0, False))
             continue
         score = doc_base + ranking.PHRASE_WEIGHT * (doc_trigrams + _word_pairs_total(text, q, doc_present))
-        if q.runs and _holds_every_run(text, q, doc_present):
+        verbatim = bool(q.runs) and _holds_every_run(text, q, doc_present)
+        if verbatim:
             score += EXACT_RUNS_BONUS * total
         score *= factor
         if ranking.COVERAGE_FLOOR < 1.0 and total > 0:
             score *= ranking.COVERAGE_FLOOR + (1.0 - ranking.COVERAGE_FLOOR) * doc_covered / total
-        out.append(DocScore(score, doc_meaningful))
+        out.append(DocScore(score, doc_meaningful, verbatim))
     return out
 
 
 def missed_runs_factors(present: np.ndarray, q: PreparedQuery) -> np.ndarray:
-    """Per text, MISSED_RUNS_FACTOR where no trace is left of half the query's runs or more, else 1.
+    """Per text, MISSED_RUNS_FACTOR where no trace is left of half the query's runs or more, else 1
+    (a query of at most MISSED_RUNS_MAX runs; 1 for every text of a longer one).
 
     By count, not by weight: weighted, `modelValue 的原` let a short text repeating `modelValue`
     (the heavier run) outrank the message holding both again; it gained one question of the fit
     half's long-replies histories (R@1 0.23 -> 0.24) and lost that case."""
     import numpy as np
 
-    if len(q.run_traces) < 2:
+    if len(q.run_traces) < 2 or len(q.runs) > MISSED_RUNS_MAX:
         return np.ones(len(present))
     missed = sum((~present[:, list(trace)].any(axis=1)).astype(int) for trace in q.run_traces)
     return np.where(2 * np.asarray(missed) >= len(q.run_traces), MISSED_RUNS_FACTOR, 1.0)
