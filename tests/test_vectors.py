@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 
 from pi_memory.vectors import fuse
-from pi_memory.vectors.codes import dequantize, hamming, int8_scores, nearest_by_bits, quantize, sign_bits
+from pi_memory.vectors.codes import (
+    bit_columns,
+    dequantize,
+    hamming,
+    hamming_columns,
+    int8_scores,
+    nearest_by_bits,
+    quantize,
+    sign_bits,
+    smallest,
+)
 from pi_memory.vectors.hybrid import _masked_rows
 from pi_memory.vectors.state import SemanticState
 
@@ -39,6 +49,25 @@ def test_hamming_counts_the_differing_bits_whatever_the_layout():
     assert (hamming(q, bits) == expected).all()
     assert (hamming(q, bits[::2]) == expected[::2]).all()  # a strided view (a masked subset)
     assert hamming(q, bits[:0]).shape == (0,)
+
+
+def test_the_scan_layout_counts_the_same_bits_as_the_rows():
+    bits = np.packbits(np.random.default_rng(2).integers(0, 2, size=(70, 384)).astype(bool), axis=1)
+    columns = bit_columns(bits)
+    assert columns.shape == (6, 70)
+    assert (hamming_columns(bits[5], columns) == hamming(bits[5], bits)).all()
+    assert (hamming_columns(bits[5], columns[:, ::3]) == hamming(bits[5], bits[::3])).all()  # a masked subset
+
+
+def test_the_smallest_distances_are_chosen_by_counting_lowest_row_first_among_equals():
+    distances = np.array([5, 1, 3, 1, 0, 3, 3, 9], dtype=np.uint16)
+    assert sorted(smallest(distances, 4).tolist()) == [1, 2, 3, 4]  # 0, 1, 1, then the first 3
+    assert sorted(smallest(distances, 3).tolist()) == [1, 3, 4]
+    assert sorted(smallest(distances, 20).tolist()) == list(range(8))
+    big = np.random.default_rng(3).integers(0, 385, size=10_000).astype(np.uint16)
+    chosen = smallest(big, 100)
+    assert len(chosen) == len(set(chosen.tolist())) == 100
+    assert sorted(big[chosen].tolist()) == sorted(big.tolist())[:100]
 
 
 def test_sign_bits_of_centred_vectors_find_the_exact_nearest_among_the_best_by_bits():

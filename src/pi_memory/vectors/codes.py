@@ -56,9 +56,38 @@ def hamming(query_bits: np.ndarray, bits: np.ndarray) -> np.ndarray:
     return narrow
 
 
-def nearest_by_bits(query_bits: np.ndarray, bits: np.ndarray, k: int) -> np.ndarray:
-    """Row numbers of the `k` rows nearest by Hamming distance (in no particular order)."""
-    distances = hamming(query_bits, bits)
+def bit_columns(bits: np.ndarray) -> np.ndarray:
+    """(n, d / 8) uint8 rows -> (d / 64, n) uint64: the rows' first 8 bytes, then their next 8, ...
+
+    The scan's layout: XOR and popcount then run down contiguous arrays, ~5x the speed of the same
+    work on the rows (bench/semantic_scan.py: 106k units, 3.2 -> 0.6 ms)."""
+    rows = np.ascontiguousarray(bits, dtype=np.uint8)
+    if rows.shape[1] % 8:
+        raise ValueError("bit codes must be a whole number of 64-bit words")
+    return np.ascontiguousarray(rows.view(np.uint64).T)
+
+
+def hamming_columns(query_bits: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """`hamming` over `bit_columns`' layout: (n,) uint16 distances."""
+    mine = np.ascontiguousarray(query_bits, dtype=np.uint8).view(np.uint64)
+    distances = np.zeros(columns.shape[1], dtype=np.uint16)
+    for word, column in zip(mine, columns, strict=True):
+        distances += np.bitwise_count(column ^ word)
+    return distances
+
+
+def smallest(distances: np.ndarray, k: int) -> np.ndarray:
+    """Row numbers of the `k` smallest distances (small integers), lowest row first among equals.
+
+    By counting, not sorting: a histogram of the distances gives the cut, one pass takes the rows
+    under it (~0.2 ms at 106k against ~1 ms for `argpartition`)."""
     if len(distances) <= k:
         return np.arange(len(distances))
-    return np.argpartition(distances, k)[:k]
+    cut = int(np.searchsorted(np.cumsum(np.bincount(distances)), k))
+    under = np.flatnonzero(distances < cut)
+    return np.concatenate([under, np.flatnonzero(distances == cut)[: k - len(under)]])
+
+
+def nearest_by_bits(query_bits: np.ndarray, bits: np.ndarray, k: int) -> np.ndarray:
+    """Row numbers of the `k` rows nearest by Hamming distance (in no particular order)."""
+    return smallest(hamming(query_bits, bits), k)

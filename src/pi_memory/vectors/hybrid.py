@@ -31,13 +31,18 @@ from ..search.messages import MAX_LIMIT, Filters, Hit, Searcher, filter_sql
 from ..storage.store import Store, decode_text
 from . import fuse
 from . import index as scan
-from .codes import int8_scores, nearest_by_bits, sign_bits
+from .codes import hamming_columns, int8_scores, sign_bits, smallest
 from .model import DIM
 from .units import KIND_MESSAGE, ROLE_CODES
 
 MODES = ("lexical", "hybrid", "semantic")
 FUSION = "mix"  # `fuse.mix` (scores); "rrf": reciprocal rank fusion, the measured alternative
-FUSE_DEPTH = 100  # lexical hits and vector hits fused, each side (the pilot's figure)
+FUSE_DEPTH = 100  # vector hits fused (the pilot's figure)
+# lexical hits fused: a lexical search's time grows with the hits it scores (106k units: 7 ms for
+# 10, 12 for 50, 24 for 100), and it runs while the query is embedded (~18 ms), so at 50 it hides
+# behind the model. bench/quality.py with vectors, fit half: the same R@1 at 50 as at 100 on every
+# set (Vue headings, of the report half, 0.453 -> 0.447)
+LEXICAL_DEPTH = 50
 # units rescored exactly after the sign-bit pass, per unit kept: bench/semantic_scan.py measured
 # the share of the exact top 100 found this way
 RESCORE_PER_HIT = 10
@@ -156,8 +161,8 @@ class VectorSearch:
             return []
         a = index.arrays
         rows = _masked_rows(a, sessions, roles, f.since_ms, f.until_ms)
-        codes = a["codes"] if rows is None else a["codes"][rows]
-        best = nearest_by_bits(sign_bits(query_vector, index.mean)[0], np.asarray(codes), k)
+        columns = index.columns if rows is None else index.columns[:, rows]
+        best = smallest(hamming_columns(sign_bits(query_vector, index.mean)[0], columns), k)
         chosen = best if rows is None else rows[best]
         return [int(i) for i in np.asarray(a["ids"])[chosen]]
 
@@ -273,7 +278,7 @@ class HybridSearcher:
         pending_vector = self.vectors.embed_query(query)
         lexical: list[Hit] = []
         if self.mode == "hybrid":
-            lexical = self.lexical.search(query, limit=max(limit, FUSE_DEPTH), filters=filters)
+            lexical = self.lexical.search(query, limit=max(limit, LEXICAL_DEPTH), filters=filters)
         if filters.current_session and not filters.exclude_ids:
             with self.store.read():
                 filters = replace(filters, exclude_ids=self.lexical.current_run_ids(filters.current_session))

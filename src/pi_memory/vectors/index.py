@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..storage.store import Store
-from .codes import dequantize, sign_bits
+from .codes import bit_columns, dequantize, sign_bits
 from .model import DIM
 from .units import KIND_MESSAGE
 
@@ -110,6 +110,15 @@ class ScanIndex:
         self.manifest = manifest
         self.arrays = arrays
         self.mean = np.array(manifest["mean"], dtype=np.float32)
+        self._columns: np.ndarray | None = None
+
+    @property
+    def columns(self) -> np.ndarray:
+        """The codes in the scan's layout (`codes.bit_columns`), made on first use: one copy of the
+        codes in memory (48 MB at 1M units) for a scan ~5x as fast as over the mapped rows."""
+        if self._columns is None:
+            self._columns = bit_columns(self.arrays["codes"])
+        return self._columns
 
     @property
     def count(self) -> int:
