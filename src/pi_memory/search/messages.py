@@ -55,11 +55,11 @@ from ..core.text import (
     other_script_chars,
     query_phrases_for_snippet,
     query_tokens,
-    snippet,
     surface_tokens,
     typed_forms,
     typed_runs,
 )
+from ..core.text import snippet as text_snippet
 from ..storage.store import Store, decode_text
 from . import runs as runsearch
 from .common import DfCache, rarest_within
@@ -108,10 +108,20 @@ class Hit:
     ts: int
     project: str
     score: float
-    snippet: str
+    cut: str | None = field(default=None, compare=False)  # the snippet, once made (`snippet`)
     cwd: str = ""
     session_name: str | None = None
     text: str = field(default="", repr=False)
+    # what the snippet is cut around: it is made when first read, since a search that scores 100 hits
+    # to fuse them with vectors or group them into sessions shows ~10 (106k units: snippets were 40%
+    # of a 100-hit search's time)
+    needles: list[list[str]] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def snippet(self) -> str:
+        if self.cut is None:
+            self.cut = text_snippet(self.text, self.needles or [])
+        return self.cut
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -681,10 +691,10 @@ def _hit(row: dict[str, Any], score: float, needles: list[list[str]]) -> Hit:
         ts=row["ts"],
         project=row["project"],
         score=score,
-        snippet=snippet(row["text"], needles, lower=row.get("lower")),
         cwd=row["cwd"],
         session_name=row["name"],
         text=row["text"],
+        needles=needles,
     )
 
 

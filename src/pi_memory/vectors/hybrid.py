@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.text import normalize_lower, query_phrases_for_snippet, query_tokens, snippet
+from ..core.text import query_phrases_for_snippet, query_tokens
 from ..search.messages import MAX_LIMIT, Filters, Hit, Searcher, filter_sql
 from ..storage.store import Store, decode_text
 from . import fuse
@@ -38,11 +38,12 @@ from .units import KIND_MESSAGE, ROLE_CODES
 MODES = ("lexical", "hybrid", "semantic")
 FUSION = "mix"  # `fuse.mix` (scores); "rrf": reciprocal rank fusion, the measured alternative
 FUSE_DEPTH = 100  # vector hits fused (the pilot's figure)
-# lexical hits fused: a lexical search's time grows with the hits it scores (106k units: 7 ms for
-# 10, 12 for 50, 24 for 100), and it runs while the query is embedded (~18 ms), so at 50 it hides
-# behind the model. bench/quality.py with vectors, fit half: the same R@1 at 50 as at 100 on every
-# set (Vue headings, of the report half, 0.453 -> 0.447)
-LEXICAL_DEPTH = 50
+# lexical hits fused. A lexical search's time grows with the hits it scores (106k units: 7 ms for
+# 10, 12 for 50, 24 for 100), and it runs while the query is embedded (~18 ms), so 50 would hide
+# behind the model; bench/quality.py with vectors (--quick --small-docs): 50 left the fit half as
+# it was (CMRC, every fragment set) but cost Vue headings R@1 0.453 -> 0.447 and R@10 0.793 ->
+# 0.767, a topic's section off the first page for 1 query in 40. Kept at 100: ~6 ms for that.
+LEXICAL_DEPTH = 100
 # units rescored exactly after the sign-bit pass, per unit kept: bench/semantic_scan.py measured
 # the share of the exact top 100 found this way
 RESCORE_PER_HIT = 10
@@ -345,7 +346,7 @@ def _hit(row: dict[str, Any], score: float, needles: list[list[str]]) -> Hit:
         ts=int(row["ts"]),
         project=str(row["project"]),
         score=score,
-        snippet=snippet(text, needles, lower=normalize_lower(text)),
+        needles=needles,
         cwd=str(row["cwd"]),
         session_name=row["name"],
         text=text,
