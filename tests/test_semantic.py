@@ -146,6 +146,18 @@ def test_forget_removes_the_vectors_and_the_scan_index(embedded: Path):
         assert scan.ScanIndex.load(scan.folder_of(embedded)) is not None  # rebuilt for that search
 
 
+def test_an_index_of_an_earlier_format_is_rebuilt_and_scores_as_the_archive_does(embedded: Path):
+    manifest = scan.folder_of(embedded) / "msg.json"
+    with Archive.open(embedded) as archive:
+        from_index = [(h.msg_id, round(h.score, 6)) for h in archive.search(QUESTION, limit=5, mode="semantic")]
+    old = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**old, "format": 1}))  # as a version before the vectors were kept
+    with Archive.open(embedded) as archive:
+        assert [(h.msg_id, round(h.score, 6)) for h in archive.search(QUESTION, limit=5, mode="semantic")] == from_index
+    rebuilt = scan.ScanIndex.load(scan.folder_of(embedded))
+    assert rebuilt is not None and rebuilt.manifest["format"] == scan.FORMAT and rebuilt.manifest["tag"] != old["tag"]
+
+
 def test_a_model_change_embeds_everything_again(embedded: Path):
     with Archive.open(embedded) as archive:
         n = archive.store.scalar("SELECT count(*) FROM vec")

@@ -116,9 +116,8 @@ class VectorSearch:
             if (sessions is not None and len(sessions) == 0) or (roles is not None and not roles):
                 return {}
             index = self.index()
-            candidates = self._from_index(index, query_vector, sessions, roles, filters, k * RESCORE_PER_HIT)
-            candidates += self._newer_than(index, sessions, roles, filters)
-            scored = self._rescore(query_vector, candidates)
+            scored = self._from_index(index, query_vector, sessions, roles, filters, k * RESCORE_PER_HIT)
+            scored.update(self._rescore(query_vector, self._newer_than(index, sessions, roles, filters)))
             return self._allowed(scored, filters, k)
 
     def cosines(self, query_vector: np.ndarray, msg_ids: list[int]) -> dict[int, float]:
@@ -156,16 +155,18 @@ class VectorSearch:
         roles: set[int] | None,
         f: Filters,
         k: int,
-    ) -> list[int]:
-        """`vec` ids of the units nearest by sign bits among those the mask lets through."""
+    ) -> dict[int, float]:
+        """msg id -> exact cosine of the units nearest by sign bits among those the mask lets
+        through, rescored from the index's own copy of their int8 vectors."""
         if index is None or index.count == 0:
-            return []
+            return {}
         a = index.arrays
         rows = _masked_rows(a, sessions, roles, f.since_ms, f.until_ms)
         columns = index.columns if rows is None else index.columns[:, rows]
         best = smallest(hamming_columns(sign_bits(query_vector, index.mean)[0], columns), k)
-        chosen = best if rows is None else rows[best]
-        return [int(i) for i in np.asarray(a["ids"])[chosen]]
+        chosen = np.sort(best if rows is None else rows[best])  # in file order: the mapped pages in turn
+        scores = int8_scores(query_vector, np.asarray(a["vecs"][chosen]), np.asarray(a["scales"][chosen]))
+        return dict(zip(np.asarray(a["refs"])[chosen].tolist(), scores.tolist(), strict=True))
 
     def _newer_than(
         self, index: scan.ScanIndex | None, sessions: np.ndarray | None, roles: set[int] | None, f: Filters

@@ -35,7 +35,9 @@ from .codes import bit_columns, dequantize, sign_bits
 from .model import DIM
 from .units import KIND_MESSAGE
 
-FORMAT = 1
+# 2: each unit's int8 vector and scale kept too, for the exact rescoring (1,000 rows read from the
+# archive by id took ~4 ms a search at 106k units; from the mapped files ~0.3 ms)
+FORMAT = 2
 CODE_BYTES = DIM // 8
 MEAN_SAMPLE = 20_000  # vectors the mean is estimated from
 REBUILD_GROWTH = 2.0  # the mean is estimated again when the index has grown this much since
@@ -48,6 +50,8 @@ COLUMNS: dict[str, tuple[str, int]] = {
     "sess": ("<i4", 1),
     "ts": ("<i8", 1),
     "role": ("i1", 1),
+    "vecs": ("i1", DIM),
+    "scales": ("<f4", 1),
 }
 
 
@@ -74,6 +78,8 @@ class Rows:
     sess: np.ndarray
     ts: np.ndarray
     role: np.ndarray
+    vecs: np.ndarray
+    scales: np.ndarray
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -86,10 +92,9 @@ def read_vectors(store: Store, model: str, after_id: int, limit: int) -> tuple[R
            ORDER BY id LIMIT ?""",
         (KIND_MESSAGE, model, after_id, limit),
     )
-    vectors = dequantize(
-        np.frombuffer(b"".join(r[5] for r in rows), dtype=np.int8).reshape(len(rows), DIM),
-        np.array([r[6] for r in rows], dtype=np.float32),
-    )
+    ints = np.frombuffer(b"".join(r[5] for r in rows), dtype=np.int8).reshape(len(rows), DIM)
+    scales = np.array([r[6] for r in rows], dtype=np.float32)
+    vectors = dequantize(ints, scales)
     columns: list[tuple[Any, ...]] = list(zip(*[r[:5] for r in rows], strict=True)) if rows else [()] * 5
     block = Rows(
         codes=np.zeros((0, CODE_BYTES), np.uint8),
@@ -98,6 +103,8 @@ def read_vectors(store: Store, model: str, after_id: int, limit: int) -> tuple[R
         sess=np.array(columns[2], dtype=np.int32),
         ts=np.array(columns[3], dtype=np.int64),
         role=np.array(columns[4], dtype=np.int8),
+        vecs=ints,
+        scales=scales,
     )
     return block, vectors
 
