@@ -228,7 +228,7 @@ class Background:
         assert self.model is not None
         keyed.sweep_runs(self.store)
         keyed.sweep_memories(self.store)
-        found = keyed.due(self.store, self.model.id)
+        found = keyed.due(self.store, self.model.id, quick=True)
         self.keyed_seen = keyed.signature(self.store)
         return found
 

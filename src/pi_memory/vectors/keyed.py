@@ -6,7 +6,8 @@ edited, superseded or resolved. So these units carry the hash of the text they w
 from (`vec.hash`: here of the text before the model's cut, white space squeezed, so staleness
 is judged without loading the model), and a pass embeds every unit whose current text has no
 vector with that hash. They are few (a run per user message, tens of memories a workspace), so
-which are due is worked out in Python over all of them, once a pass.
+which are due is worked out in Python over all of them, once a pass (a background job reads again
+only the runs that went on since their vector was made, and only when something changed).
 
 - A run summary (kind `KIND_RUN`, `ref` = run id): the text the summary track scores
   (`core.summary.fields_search_text`: the navigation line, goal, outcome, files, commands; the
@@ -65,15 +66,23 @@ def run_text(column: str | None, fields: dict[str, Any]) -> str:
     return text if fields.get("line") or not column else f"{column}\n{text}"
 
 
-def run_units(store: Store, since_ms: int | None = None) -> list[KeyedUnit]:
-    """Every run's summary (that went on from `since_ms`), newest first."""
-    sql = "SELECT id, session_id, end_ts, summary, fields, first_msg FROM run"
-    params: list[Any] = []
+def run_units(store: Store, since_ms: int | None = None, moved_for: str | None = None) -> list[KeyedUnit]:
+    """Every run's summary (that went on from `since_ms`), newest first. `moved_for`: only the runs
+    without a vector of that model or that went on since theirs was made (its `ts` is the run's end
+    then): a background job's quick look, which misses only a summary rewritten in place (a
+    `runs rebuild`), left to the next `pi-memory embed`."""
+    sql = "SELECT r.id, r.session_id, r.end_ts, r.summary, r.fields, r.first_msg FROM run r"
+    clauses, params = ["TRUE"], []
+    if moved_for is not None:
+        sql += f" LEFT JOIN vec v ON v.kind = {KIND_RUN} AND v.ref = r.id AND v.model = ?"
+        clauses.append("(v.id IS NULL OR v.ts != r.end_ts)")
+        params.append(moved_for)
     if since_ms is not None:
-        sql += " WHERE end_ts >= ?"
+        clauses.append("r.end_ts >= ?")
         params.append(since_ms)
+    sql += f" WHERE {' AND '.join(clauses)} ORDER BY r.start_ts DESC, r.id DESC"
     units = []
-    for rid, sid, end_ts, column, fields, first_msg in store.rows(sql + " ORDER BY start_ts DESC, id DESC", params):
+    for rid, sid, end_ts, column, fields, first_msg in store.rows(sql, params):
         text = squeeze(run_text(column, load_fields(fields, int(first_msg))))
         if text:
             units.append(KeyedUnit(KIND_RUN, int(rid), str(sid), int(end_ts), text))
@@ -106,11 +115,13 @@ def embedded_hashes(store: Store, kind: int, model: str) -> dict[int, str]:
     }
 
 
-def due(store: Store, model: str, since_ms: int | None = None) -> list[KeyedUnit]:
+def due(store: Store, model: str, since_ms: int | None = None, quick: bool = False) -> list[KeyedUnit]:
     """The memories, then the run summaries, whose current text has no vector of `model`, each
-    newest first (memories first: a handful, and each one a person wrote down to be found)."""
+    newest first (memories first: a handful, and each one a person wrote down to be found).
+    `quick`: only the runs that moved (`run_units`), not every run's summary read again."""
+    runs = run_units(store, since_ms, moved_for=model if quick else None)
     out: list[KeyedUnit] = []
-    for kind, units in ((KIND_MEMORY, memory_units(store, since_ms)), (KIND_RUN, run_units(store, since_ms))):
+    for kind, units in ((KIND_MEMORY, memory_units(store, since_ms)), (KIND_RUN, runs)):
         done = embedded_hashes(store, kind, model)
         out += [u for u in units if done.get(u.ref) != u.hash]
     return out
