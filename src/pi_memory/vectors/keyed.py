@@ -72,7 +72,8 @@ def run_units(store: Store, since_ms: int | None = None, moved_for: str | None =
     then): a background job's quick look, which misses only a summary rewritten in place (a
     `runs rebuild`), left to the next `pi-memory embed`."""
     sql = "SELECT r.id, r.session_id, r.end_ts, r.summary, r.fields, r.first_msg FROM run r"
-    clauses, params = ["TRUE"], []
+    clauses: list[str] = ["TRUE"]
+    params: list[Any] = []
     if moved_for is not None:
         sql += f" LEFT JOIN vec v ON v.kind = {KIND_RUN} AND v.ref = r.id AND v.model = ?"
         clauses.append("(v.id IS NULL OR v.ts != r.end_ts)")
