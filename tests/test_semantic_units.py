@@ -11,6 +11,7 @@ checked in tests/test_semantic.py.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sys
 import time
@@ -19,9 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
 from pi_memory import Archive
 from pi_memory.errors import BadInput
+from pi_memory.frontends.cli import cli
 from pi_memory.vectors import keyed
 from test_echoes import SESSION as ECHO_SESSION
 from test_echoes import recalling_session
@@ -294,6 +297,11 @@ def test_an_explicit_mode_for_memories_without_vectors_is_a_clear_error(db_path:
         with pytest.raises(BadInput, match="unknown mode"):
             archive.memory_list(CWD, QUESTION, mode="fuzzy")
         assert archive.memory_list(CWD, "keychain").found  # the default: lexical until embedded
+    runner = CliRunner()
+    hybrid = runner.invoke(cli, ["memories", QUESTION, "--mode", "hybrid", "--cwd", CWD])
+    assert hybrid.exit_code == 2 and "pi-memory embed" in hybrid.output
+    words = runner.invoke(cli, ["memories", "keychain", "--mode", "lexical", "--cwd", CWD, "--json"])
+    assert words.exit_code == 0 and json.loads(words.stdout)["memories"][0]["body"] == MEMORY
 
 
 def test_without_the_extra_summary_and_memory_searches_are_lexical(archive: Archive, monkeypatch: pytest.MonkeyPatch):
