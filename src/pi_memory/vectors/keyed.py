@@ -129,11 +129,9 @@ def due(store: Store, model: str, since_ms: int | None = None, quick: bool = Fal
 
 
 def signature(store: Store) -> tuple[Any, ...]:
-    """Changes when a run, a memory or one of their vectors does (a background job's cheap check
-    before it works out what is due again; `length` of a blob reads no content)."""
-    runs = store.rows(
-        "SELECT count(*), coalesce(max(id), 0), coalesce(sum(end_ts), 0), total(length(fields)) FROM run"
-    )[0]
+    """Changes when a run is added, goes or goes on, a memory changes, or one of their vectors does:
+    what a background job's quick look (`due(quick=True)`) would find, checked cheaply first."""
+    runs = store.rows("SELECT count(*), coalesce(max(id), 0), coalesce(sum(end_ts), 0) FROM run")[0]
     events = store.rows("SELECT count(*), coalesce(max(chain), 0) FROM memory_event")[0]  # append-only
     vectors = store.rows("SELECT count(*), coalesce(max(id), 0) FROM vec WHERE kind IN (?, ?)", (KIND_RUN, KIND_MEMORY))
     return (*runs, *events, *vectors[0])
