@@ -306,6 +306,10 @@ class TestWithoutTheExtra:
         with Archive.open(db_path) as archive:
             archive.import_paths([sessions(tmp_path / "s")])
             archive.search("keychain")
+            archive.search("keychain", scope="summary")
+            written = archive.memory_remember("/home/u/app", KEYCHAIN)
+            assert archive.memory_list("/home/u/app", "keychain").found[0].record.id == written.record.id
+            archive.memory_forget("/home/u/app", written.record.id)
             assert archive.store.scalar("SELECT count(*) FROM vec") == 0
         assert not scan.folder_of(db_path).exists()
 
