@@ -59,12 +59,9 @@ class RunVectors:
         return nearest, {r: float(scores[position[r]]) for r in also if r in position}
 
     def _load(self) -> None:
-        """(Re)read the vectors when their count or newest row changed (a rewrite gets a new row id)."""
-        stamp = tuple(
-            self.store.rows(
-                "SELECT count(*), coalesce(max(id), 0) FROM vec WHERE kind = ? AND model = ?", (KIND_RUN, self.model)
-            )[0]
-        )
+        """(Re)read the vectors when their count or newest row changed (a rewrite gets a new row id;
+        any model's rows counted: read from the `(kind, ref)` index alone, no vector touched)."""
+        stamp = tuple(self.store.rows("SELECT count(*), coalesce(max(id), 0) FROM vec WHERE kind = ?", (KIND_RUN,))[0])
         if stamp == self._stamp:
             return
         rows = self.store.rows("SELECT ref, vec, scale FROM vec WHERE kind = ? AND model = ?", (KIND_RUN, self.model))
