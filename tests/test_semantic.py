@@ -245,7 +245,8 @@ def test_the_cli_embeds_and_searches_in_each_mode(tmp_path: Path, db_path: Path)
     assert runner.invoke(cli, ["import", str(tmp_path / "s")]).exit_code == 0
     out = runner.invoke(cli, ["embed", "--json", "--threads", "1"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["embedded"] > 0
+    done = json.loads(out.stdout)
+    assert done["embedded"] > 0 and done["kinds"]["run summaries"]["embedded"] > 0
     for mode in ("lexical", "hybrid", "semantic"):
         found = runner.invoke(cli, ["search", QUESTION, "--mode", mode, "--project", "app", "--json"])
         assert found.exit_code == 0, found.output

@@ -41,7 +41,14 @@ def embed(ctx: click.Context, since: str | None, limit: int | None, threads: int
                 display.close()
         state = archive.semantic_state()
     if as_json:
-        emit_json({**report.to_dict(), "units": state.units, "embedded_total": state.embedded})
+        emit_json(
+            {
+                **report.to_dict(),
+                "units": state.units,
+                "embedded_total": state.embedded,
+                "kinds": state.to_dict()["kinds"],
+            }
+        )
         return
     if report.busy:
         echo(f"another process is embedding this archive; {plural(report.pending, 'unit')} left")
