@@ -260,19 +260,21 @@ def test_a_summary_search_with_vectors_keeps_every_filter(archive: Archive):
 
 
 def test_runs_that_only_asked_the_archive_are_left_out_of_vector_hits_unless_asked(archive: Archive):
-    echo_runs = {int(r[0]) for r in archive.store.rows("SELECT id FROM run WHERE session_id = ?", (ECHO_SESSION,))}
+    echoes = {int(r[0]) for r in archive.store.rows("SELECT rowid FROM run_fts WHERE run_fts MATCH '\"§echo\"'")}
+    assert echoes and echoes <= set(vector_refs(archive, keyed.KIND_RUN))  # embedded like any run
     question = "deploy codename"
-    found = {h.run.id for h in archive.search(question, scope="summary", limit=50, mode="semantic")}
-    included = {
-        h.run.id for h in archive.search(question, scope="summary", limit=50, mode="semantic", include_echoes=True)
-    }
-    assert included & echo_runs and included - found  # the recall runs are embedded, and left out
-    assert found & echo_runs <= {h.run.id for h in archive.search(question, scope="summary", mode="lexical", limit=50)}
+    for mode in ("semantic", "hybrid"):
+        found = {h.run.id for h in archive.search(question, scope="summary", limit=50, mode=mode)}
+        assert found and not found & echoes
+        asked = archive.search(question, scope="summary", limit=50, mode=mode, include_echoes=True)
+        assert {h.run.id for h in asked} & echoes
+        project = archive.search(question, scope="summary", limit=50, mode=mode, project="w")  # filtered: another path
+        assert project and not {h.run.id for h in project} & echoes  # the echo session's own project
+    under_way = int(archive.store.scalar("SELECT max(id) FROM run WHERE session_id = ?", (ECHO_SESSION,)))
     asked = archive.search(
-        question, scope="summary", limit=50, mode="hybrid", include_echoes=True, asking_session=ECHO_SESSION
+        question, scope="summary", limit=50, mode="semantic", include_echoes=True, asking_session=ECHO_SESSION
     )
-    under_way = max(echo_runs)
-    assert under_way not in {h.run.id for h in asked}
+    assert asked and under_way not in {h.run.id for h in asked}
 
 
 def test_a_hybrid_memory_search_finds_a_memory_by_meaning_the_words_miss(archive: Archive):
