@@ -334,3 +334,5 @@ def test_summary_and_memory_searches_without_vectors_are_lexical_on_either_backe
         if backend == "postgres":
             with pytest.raises(BadInput, match="team archive"):
                 a.search("keychain", scope="summary", mode="hybrid")
+            with pytest.raises(BadInput, match="team archive"):
+                a.memory_list(CWD, "keychain", mode="semantic")

@@ -162,10 +162,12 @@ class SemanticMethods:
         """What a memory search fuses and a memory write sweeps (None: lexical, as on a team archive)."""
         if mode is not None and mode not in SEARCH_MODES:  # (not `hybrid.check_mode`: no NumPy for a memory write)
             raise BadInput(f"unknown mode {mode!r}: use lexical, hybrid or semantic")
-        if self.is_team or mode == "lexical":
+        if mode == "lexical":
             return None
         if mode is not None:  # an explicit mode it cannot serve is an error, as for messages
             self._vector_search(explicit=True, kind=keyed.KIND_MEMORY)
+        if self.is_team:
+            return None
         return MemoryVectors(self.store, self._semantic_model_id, self._load_model, mode or "hybrid")
 
     def _semantic_model_id(self) -> str | None:
