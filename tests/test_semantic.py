@@ -81,7 +81,7 @@ def units_without_vectors(archive: Archive) -> int:
 
 def test_every_user_message_and_reply_is_embedded_and_no_tool_output(embedded: Path):
     with Archive.open(embedded) as archive:
-        rows = archive.store.rows("SELECT m.role, m.meta FROM vec v JOIN msg m ON m.id = v.ref")
+        rows = archive.store.rows("SELECT m.role, m.meta FROM vec v JOIN msg m ON m.id = v.ref WHERE v.kind = 1")
         assert {role for role, _ in rows} == {"user", "assistant"}
         assert all("tools" not in json.loads(meta or "{}") for role, meta in rows if role == "assistant")
         assert units_without_vectors(archive) == 0
@@ -98,6 +98,8 @@ def test_vectors_survive_reopening_and_searches_are_hybrid_by_default(embedded: 
         assert [(h.msg_id, h.score) for h in hits] == [(h.msg_id, h.score) for h in hybrid]
         lexical = archive.search(QUESTION, limit=3, project="app", mode="lexical")
         assert [h.score for h in lexical] != [h.score for h in hits]
+        runs = archive.search(QUESTION, limit=3, project="app", scope="summary")
+        assert runs[0].run.session_id == "aaaaaaaa-auth-0001"  # the summary track is hybrid too
 
 
 def test_a_chinese_question_finds_its_answer_by_meaning(embedded: Path):
@@ -136,10 +138,14 @@ def test_echoes_and_the_asking_run_are_never_vector_hits_unless_asked(embedded: 
 def test_forget_removes_the_vectors_and_the_scan_index(embedded: Path):
     with Archive.open(embedded) as archive:
         ids = {int(r[0]) for r in archive.store.rows("SELECT id FROM msg WHERE session_id = 'aaaaaaaa-auth-0001'")}
+        runs = {int(r[0]) for r in archive.store.rows("SELECT id FROM run WHERE session_id = 'aaaaaaaa-auth-0001'")}
+        assert runs <= {int(r[0]) for r in archive.store.rows("SELECT ref FROM vec WHERE kind = 2")}
         generation = scan.generation(archive.store)
         archive.forget("aaaaaaaa-auth-0001")
-        left = archive.store.rows(f"SELECT ref FROM vec WHERE ref IN ({','.join(map(str, ids))})")
+        left = archive.store.rows(f"SELECT ref FROM vec WHERE kind = 1 AND ref IN ({','.join(map(str, ids))})")
         assert left == [] and scan.generation(archive.store) > generation
+        left_runs = archive.store.rows(f"SELECT ref FROM vec WHERE kind = 2 AND ref IN ({','.join(map(str, runs))})")
+        assert left_runs == []
         assert not scan.folder_of(embedded).exists()
         hits = archive.search(QUESTION, limit=5, project="app", mode="semantic")
         assert hits and not {h.msg_id for h in hits} & ids
@@ -172,7 +178,9 @@ def test_a_model_change_embeds_everything_again(embedded: Path):
 def test_an_interrupted_pass_resumes_where_it_stopped(embedded: Path):
     with Archive.open(embedded) as archive:
         with archive.store.write():
-            archive.store.execute("DELETE FROM vec WHERE id IN (SELECT id FROM vec ORDER BY ref DESC LIMIT 5)")
+            archive.store.execute(
+                "DELETE FROM vec WHERE id IN (SELECT id FROM vec WHERE kind = 1 ORDER BY ref DESC LIMIT 5)"
+            )
         first = archive.embed(limit=2)
         assert (first.embedded, first.pending) == (2, 3)
         assert archive.embed().embedded == 3 and units_without_vectors(archive) == 0
@@ -184,7 +192,8 @@ def test_background_steps_embed_new_messages_without_blocking(embedded: Path, tm
             tmp_path / "new.jsonl", "dddddddd-new0-0004", "/home/u/app", ["Is the keychain safe?", "Yes."]
         )
         archive.import_paths([later], force=True)
-        assert units_without_vectors(archive) == 2
+        messages, embedded = archive.semantic_state().kinds["messages"]
+        assert messages - embedded == 2 and units_without_vectors(archive) == 3  # and the new run's summary
         deadline = time.monotonic() + 120  # bounded: the model needs a few seconds on a busy machine
         while archive.embed_when_idle() and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -248,7 +257,8 @@ def test_the_cli_embeds_and_searches_in_each_mode(tmp_path: Path, db_path: Path)
     assert runner.invoke(cli, ["import", str(tmp_path / "s")]).exit_code == 0
     out = runner.invoke(cli, ["embed", "--json", "--threads", "1"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.stdout)["embedded"] > 0
+    done = json.loads(out.stdout)
+    assert done["embedded"] > 0 and done["kinds"]["run summaries"]["embedded"] > 0
     for mode in ("lexical", "hybrid", "semantic"):
         found = runner.invoke(cli, ["search", QUESTION, "--mode", mode, "--project", "app", "--json"])
         assert found.exit_code == 0, found.output
@@ -300,12 +310,19 @@ class TestWithoutTheExtra:
             default = archive.search("keychain tokens", limit=5)
             lexical = archive.search("keychain tokens", limit=5, mode="lexical")
             assert [(h.msg_id, h.score) for h in default] == [(h.msg_id, h.score) for h in lexical]
+            runs = archive.search("keychain tokens", limit=5, scope="summary")
+            lexical_runs = archive.search("keychain tokens", limit=5, scope="summary", mode="lexical")
+            assert [(h.run.id, h.score) for h in runs] == [(h.run.id, h.score) for h in lexical_runs]
             assert archive.embed_when_idle() is False
 
     def test_a_fresh_archive_gets_no_vectors_folder(self, db_path: Path, tmp_path: Path):
         with Archive.open(db_path) as archive:
             archive.import_paths([sessions(tmp_path / "s")])
             archive.search("keychain")
+            archive.search("keychain", scope="summary")
+            written = archive.memory_remember("/home/u/app", KEYCHAIN)
+            assert archive.memory_list("/home/u/app", "keychain").found[0].record.id == written.record.id
+            archive.memory_forget("/home/u/app", written.record.id)
             assert archive.store.scalar("SELECT count(*) FROM vec") == 0
         assert not scan.folder_of(db_path).exists()
 

@@ -192,7 +192,8 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
 
         `mode` (content): `lexical`, `hybrid` (lexical and vector candidates fused) or `semantic`
         (vectors alone); None: hybrid when the archive has vectors and the `semantic` extra is
-        installed, else lexical (`archive.semantic`). The summary track is lexical.
+        installed, else lexical (`archive.semantic`); the summary track likewise, with the run
+        summaries' vectors.
 
         `until` (exclusive) bounds the period from above as `since` does from below. What the archive's
         own tools put into sessions (`core.echo`: calls to them, their results, runs that only asked
@@ -215,6 +216,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
                 until=until,
                 include_echoes=include_echoes,
                 asking_session=asking_session,
+                mode=mode,
             )
         if scope != "content":
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
@@ -396,11 +398,13 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
         until: str | int | None = None,
         include_echoes: bool = False,
         asking_session: str | None = None,
+        mode: str | None = None,
     ) -> list[RunHit]:
         """The summary track: runs whose summary matches, one hit per run (kinds: runs holding such a message).
 
         Runs that only asked the archive are left out unless `include_echoes`; so is the run under way
-        in `asking_session`."""
+        in `asking_session`. `mode` as in `search`: hybrid (the default when run summaries have
+        vectors) fuses the summaries' words and meaning."""
         return self._summary_hits(
             query,
             limit,
@@ -413,6 +417,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
             until=until,
             include_echoes=include_echoes,
             asking_session=asking_session,
+            mode=mode,
         )
 
     def _summary_hits(
@@ -430,9 +435,11 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
         until: str | int | None = None,
         include_echoes: bool = False,
         asking_session: str | None = None,
+        mode: str | None = None,
     ) -> list[RunHit]:
         """`search_runs`, with one more condition over `run r` (a team archive's who-wrote-it filter)."""
         query = ids.query(query)
+        searcher = self.summary_searcher(mode)
         since_ms = since if isinstance(since, int) else parse_since(since)
         until_ms = until if isinstance(until, int) else parse_since(until)
         if until_ms is not None:
@@ -446,7 +453,7 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
                 extra = (f"({extra[0]}) AND NOT (r.id IN ({runs_of}))", [*extra[1], self.store.list_param(under_way)])
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
-        return self.run_searcher.search(
+        return searcher.search(
             str(query),
             limit,
             project or None,

@@ -20,6 +20,7 @@ from .model import parse_since, parse_until
 
 if TYPE_CHECKING:
     from ..review import Report
+    from ..vectors.memories import MemoryVectors
 
 REVIEW_MIN_COUNT = 3  # a finding seen this often gets a draft rule
 
@@ -29,24 +30,31 @@ class MemoryMethods:
 
     store: Store
 
+    if TYPE_CHECKING:  # `SemanticMethods`
+
+        def memory_vectors(self, mode: str | None = None) -> MemoryVectors | None: ...
+
     # --- long-term memory (see `pi_memory.memory`) ---------------------------------------
 
     @property
     def memories(self) -> Memories:
-        """The memory operations; every method names its workspace by a cwd (None: the current directory)."""
-        return Memories(self.store)
+        """The memory operations; every method names its workspace by a cwd (None: the current directory).
+        A search is hybrid when the memories have vectors (semantic recall), as a message search is."""
+        return Memories(self.store, vectors=self.memory_vectors())
 
     @property
     def model_memories(self) -> Memories:
         """The memory operations a model's tools call: a memory id not found in the workspace is
         only that, never "it belongs to workspace /other/path" (`memories` tells a person)."""
-        return Memories(self.store, name_other_workspaces=False)
+        return Memories(self.store, name_other_workspaces=False, vectors=self.memory_vectors())
 
     def memory_remember(self, cwd: str | Path | None, text: str, **options: Any) -> WriteResult:
         return self.memories.remember(cwd, text, **options)
 
-    def memory_list(self, cwd: str | Path | None, query: str = "", **filters: Any) -> Listing:
-        return self.memories.list(cwd, query, **filters)
+    def memory_list(self, cwd: str | Path | None, query: str = "", mode: str | None = None, **filters: Any) -> Listing:
+        """A workspace's memories matching `query`; `mode` as in `search` (None: hybrid when the
+        memories have vectors, else lexical)."""
+        return Memories(self.store, vectors=self.memory_vectors(mode)).list(cwd, query, **filters)
 
     def memory_get(self, cwd: str | Path | None, ref: str, session_id: str | None = None) -> MemoryRecord:
         return self.memories.get(cwd, ref, session_id=session_id)

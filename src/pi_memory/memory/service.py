@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..core import ids
 from ..errors import BadInput, NotFound
@@ -124,11 +124,25 @@ def _stamp(event: dict[str, Any], author: str, session_id: str | None, ts: int |
     return {**event, "author": author, "session_id": session_id, "ts": ts if ts is not None else now_ms()}
 
 
+class MemoryVectors(Protocol):
+    """Semantic recall's part in memory operations (`vectors.memories`, handed in by the facade)."""
+
+    def rerank(self, query: str, records: list[MemoryRecord], found: list[find.Found]) -> list[find.Found]:
+        """A search's lexical hits among `records`, fused with the records' vectors."""
+
+    def retired(self) -> None:
+        """A write retired a text (resolve, edit, supersede): its vector goes."""
+
+
+RETIRING = ("resolve", "edit", "supersede")  # events after which a text no longer stands
+
+
 class Memories:
     """The memory operations of one archive; every method names its workspace by cwd."""
 
-    def __init__(self, store: Store, name_other_workspaces: bool = True) -> None:
+    def __init__(self, store: Store, name_other_workspaces: bool = True, vectors: MemoryVectors | None = None) -> None:
         self.log = MemoryLog(store)
+        self.vectors = vectors
         # a person is told which workspace holds a memory not found here; a model never learns
         # the paths of other workspaces (the tools of the bridge and the MCP server)
         self.name_other_workspaces = name_other_workspaces
@@ -271,7 +285,10 @@ class Memories:
         chosen = find.select(
             state.records.values(), session_id=session_id, status=status_v, kind=kind_v, now_ms=now or now_ms()
         )
-        return Listing(workspace, query, status_v, kind_v, find.search(chosen, query), report, state.ignored)
+        found = find.search(chosen, query)
+        if self.vectors is not None and query.strip():
+            found = self.vectors.rerank(query, chosen, found)
+        return Listing(workspace, query, status_v, kind_v, found, report, state.ignored)
 
     def get(self, cwd: str | Path | None, ref: str, *, session_id: str | None = None) -> MemoryRecord:
         _workspace, state, _report = self.state(cwd)
@@ -300,7 +317,10 @@ class Memories:
             raise
 
     def _append(self, cwd: str | Path | None, build: Any) -> Appended:
-        return self.log.append(workspace_key(cwd), build)
+        done = self.log.append(workspace_key(cwd), build)
+        if self.vectors is not None and done.event is not None and done.event.get("type") in RETIRING:
+            self.vectors.retired()
+        return done
 
     def _change(
         self, cwd: str | Path | None, ref: str, kind: str, author: str, session_id: str | None, extra: dict[str, Any]

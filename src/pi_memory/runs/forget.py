@@ -3,7 +3,8 @@
 Design idea: forgetting must leave nothing findable. The message rows, their
 verbatim source lines (`entry`), their full-text entries (`msg_fts`, a
 contentless table with `contentless_delete`, so a row can be removed by rowid),
-their embeddings (`vec`; the facade then removes the scan index beside the file)
+their embeddings (`vec`: the messages', and those of the summaries of the runs they were in; the
+facade then removes the scan index beside the file)
 and everything derived from them (runs, summaries, the summary index, file
 paths, the session's first-user preview, the model requests the messages
 recorded and their usage sums) go, and the index counters are corrected. A
@@ -116,6 +117,11 @@ def execute(store: Store, plan: ForgetPlan) -> ForgetPlan:
         if plan.kind == "run":
             for run_id in plan.run_ids:
                 runs.delete_run_rows(store, run_id)
+        elif plan.kind == "message" and plan.run_ids:
+            # the run's summary may quote the message: its embedding goes now, made again from the new one
+            store.execute(
+                f"DELETE FROM vec WHERE kind = 2 AND {store.sql_in_list('ref')}", (store.list_param(plan.run_ids),)
+            )
         store.update_first_user(plan.session_id)
     if plan.kind == "message" and plan.run_ids:
         runs.segment_from(store, plan.session_id, resegment_from)  # the run's summary may quote the message

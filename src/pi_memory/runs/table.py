@@ -437,6 +437,7 @@ def _unindex_summary(store: Store, run_id: int) -> None:
 def delete_run_rows(store: Store, run_id: int) -> None:
     """A run and everything derived from it (its messages stay; inside a write transaction)."""
     _unindex_summary(store, run_id)
+    store.execute("DELETE FROM vec WHERE kind = 2 AND ref = ?", (run_id,))  # its summary's embedding (`vectors.keyed`)
     store.execute("DELETE FROM run_file WHERE run_id=?", (run_id,))
     store.execute("DELETE FROM run_msg WHERE run_id=?", (run_id,))
     store.execute("DELETE FROM run WHERE id=?", (run_id,))

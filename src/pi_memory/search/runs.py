@@ -129,6 +129,24 @@ def _filters(
     return " AND ".join(clauses), params
 
 
+def summary_filter_sql(
+    store: Store,
+    project: str | None,
+    since_ms: int | None,
+    session_id: str | None,
+    path: str | None,
+    kinds: tuple[str, ...] = (),
+    agent: str | None = None,
+    extra: tuple[str, list[Any]] = ("TRUE", []),
+) -> tuple[str, list[Any]]:
+    """The summary track's filters as one condition over `run r JOIN session s` (the vector side of a
+    hybrid summary search applies the same)."""
+    where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
+    if extra[0] != NO_FILTER[0]:  # else the stores' unfiltered plans (no join per candidate)
+        where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
+    return where, params
+
+
 class RunSearcher:
     """The summary track over one archive: `search` ranks runs by their summaries. Like the message
     searcher it keeps, per process, the run counts of the tokens it met and the mean summary length,
@@ -168,9 +186,7 @@ class RunSearcher:
             present = sorted((t for t in tokens if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
             if not present:
                 return []
-            where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
-            if extra[0] != NO_FILTER[0]:  # else the stores' unfiltered plans (no join per candidate)
-                where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
+            where, params = summary_filter_sql(store, project, since_ms, session_id, path, kinds, agent, extra)
             weights = ranking.token_weights(present, df, n_runs, normalize(query))
             # the filters apply while candidates are chosen: a session's old runs are not crowded out
             candidates = _candidates(store, present, df, weights, (where, params), echoes)

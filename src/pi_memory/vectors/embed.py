@@ -1,5 +1,8 @@
 """The embed job: units without a vector, newest first, in batches, off the write path.
 
+A pass embeds the memories and run summaries whose text has no vector yet (`keyed`: new ones, and
+those changed since), then the messages: the first are few and the first thing recall reads.
+
 Design idea: embedding costs tens of milliseconds a unit, so it never runs where a message is
 written. Two ways in, one code path:
 - `embed` (`pi-memory embed`): a foreground pass with a progress callback, resumable (what is
@@ -24,7 +27,9 @@ import numpy as np
 
 from ..storage.store import Store
 from . import index as scan
-from .store import drop_other_models, write_vectors
+from . import keyed
+from .keyed import KeyedUnit
+from .store import drop_other_models, write_keyed, write_vectors
 from .units import Unit, count_pending, pending
 
 BATCH = 16  # texts per call of the model: its threads share a batch, and a write commits each
@@ -96,12 +101,23 @@ def embed(
     with scan.writer_lock(db_path, wait) as got:
         if not got:
             report.busy = True
-            report.pending = count_pending(store, model.id, since_ms)
+            report.pending = count_pending(store, model.id, since_ms) + len(keyed.due(store, model.id, since_ms))
             return report
         report.dropped = drop_other_models(store, model.id)
-        total = count_pending(store, model.id, since_ms)
+        keyed.sweep_runs(store)
+        keyed.sweep_memories(store)
+        changing = keyed.due(store, model.id, since_ms)
+        total = len(changing) + count_pending(store, model.id, since_ms)
         goal = min(total, limit) if limit is not None else total
         start = time.perf_counter()
+        for first in range(0, min(len(changing), goal), BATCH):
+            batch = changing[first : min(first + BATCH, goal)]
+            report.embedded += embed_keyed(store, model, batch)
+            report.seconds = time.perf_counter() - start
+            if progress is not None:
+                progress(report.embedded, goal, report.seconds)
+        missed = min(len(changing), goal) - report.embedded  # runs gone meanwhile: nothing left to do
+        goal, total = goal - missed, total - missed
         cursor: int | None = None
         while report.embedded < goal:
             units = pending(store, model.id, min(READ_AHEAD, goal - report.embedded), since_ms, cursor)
@@ -124,12 +140,17 @@ def embed_batch(store: Store, model: Embedder, units: list[Unit]) -> int:
     return write_vectors(store, model.id, units, texts, model.passages(texts))
 
 
+def embed_keyed(store: Store, model: Embedder, units: list[KeyedUnit]) -> int:
+    return write_keyed(store, model.id, units, model.passages([model.cut(u.text) for u in units]))
+
+
 class Background:
     """Embedding at idle for a long-lived front end: call `step()` whenever it has nothing to do.
 
     `step` never waits for the model: it hands a batch to the worker thread, and writes the
-    vectors of the batch handed before once they are ready. A pass goes down from the newest
-    message; when it is done, only messages newer than where it started are looked at again.
+    vectors of the batch handed before once they are ready. A pass first embeds the run summaries
+    and memories due, then goes down from the newest message; when it is done, only messages newer
+    than where it started are looked at again (and the summaries and memories, if any changed).
     """
 
     def __init__(self, store: Store, db_path: Path, load: Callable[[], Embedder]) -> None:
@@ -138,7 +159,10 @@ class Background:
         self.load = load
         self.model: Embedder | None = None
         self.worker: ThreadPoolExecutor | None = None
-        self.inflight: tuple[list[Unit], list[str], Future[np.ndarray]] | None = None
+        # the write of the batch handed to the worker, its vectors, and whether it is of messages
+        self.inflight: tuple[Callable[[np.ndarray], int], Future[np.ndarray], bool] | None = None
+        self.changing: list[KeyedUnit] = []  # run summaries and memories this pass still embeds
+        self.keyed_seen: tuple[Any, ...] | None = None  # `keyed.signature` when they were last worked out
         self.cursor: int | None = None  # the pass goes below this message id
         self.floor: int | None = None  # ... and above this one (where the last pass started)
         self.top: int | None = None  # where this pass started
@@ -158,7 +182,7 @@ class Background:
         """Collect a finished batch and start the next one (each part short: no model runs here)."""
         try:
             if self.inflight is not None:
-                if not self.inflight[2].done():
+                if not self.inflight[1].done():
                     return
                 self._collect()
             self._start_next()
@@ -171,32 +195,57 @@ class Background:
             self.model = self.load()
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pi-memory-embed")
             if drop_other_models(self.store, self.model.id):
-                self.top = self.cursor = self.floor = None
+                self.top = self.cursor = self.floor = self.keyed_seen = None
+        model, worker = self.model, self.worker
+        assert worker is not None
         if self.top is None:
             self.top = int(self.store.scalar("SELECT coalesce(max(id), 0) FROM msg") or 0) + 1
             self.cursor = self.top
-        units = pending(self.store, self.model.id, BACKGROUND_BATCH, until_id=self.cursor, above_id=self.floor)
+            self.changing = self._changing()
+        if self.changing:  # run summaries and memories first, as `embed` does
+            batch, self.changing = self.changing[:BACKGROUND_BATCH], self.changing[BACKGROUND_BATCH:]
+            self.idle_since = None
+            future = worker.submit(model.passages, [model.cut(u.text) for u in batch])
+            self.inflight = (lambda vectors: write_keyed(self.store, model.id, batch, vectors), future, False)
+            return
+        units = pending(self.store, model.id, BACKGROUND_BATCH, until_id=self.cursor, above_id=self.floor)
         if not units:
             self.floor, self.top, self.cursor = self.top - 1, None, None
             self.idle_since = time.monotonic()
             return
         self.idle_since = None
         self.cursor = units[-1].ref
-        texts = [self.model.cut(u.text) for u in units]
-        assert self.worker is not None
-        self.inflight = (units, texts, self.worker.submit(self.model.passages, texts))
+        texts = [model.cut(u.text) for u in units]
+        future = worker.submit(model.passages, texts)
+        self.inflight = (lambda vectors: write_vectors(self.store, model.id, units, texts, vectors), future, True)
+
+    def _changing(self) -> list[KeyedUnit]:
+        """The run summaries and memories due, worked out again only when one of them (or their
+        vectors) changed since the last time: an idle bridge looks every `RECHECK_S`."""
+        seen = keyed.signature(self.store)
+        if seen == self.keyed_seen:
+            return []
+        assert self.model is not None
+        keyed.sweep_runs(self.store)
+        keyed.sweep_memories(self.store)
+        found = keyed.due(self.store, self.model.id, quick=True)
+        self.keyed_seen = keyed.signature(self.store)
+        return found
 
     def _collect(self) -> None:
         assert self.inflight is not None and self.model is not None
-        units, texts, future = self.inflight
+        write, future, messages = self.inflight
         self.inflight = None
         vectors = future.result()
         with scan.writer_lock(self.db_path, wait=False) as got:
             if not got:  # another process embeds this archive: leave the work to it
                 self.idle_since = time.monotonic()
+                self.keyed_seen = None
+                self.changing = []
                 return
-            self.embedded += write_vectors(self.store, self.model.id, units, texts, vectors)
-            refresh_index(self.store, self.db_path, self.model.id)
+            self.embedded += write(vectors)
+            if messages:
+                refresh_index(self.store, self.db_path, self.model.id)
 
     def close(self) -> None:
         if self.worker is not None:

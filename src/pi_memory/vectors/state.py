@@ -1,13 +1,13 @@
 """What `status` and `doctor` say about semantic recall: off and how to turn it on, or how far along.
 
 Design idea: one line a person can act on. Off: the command that turns it on. Installed but not
-embedded: the command that embeds. On: how many units have vectors, under which model, and that
-searches are hybrid. A team archive (PostgreSQL) says once that it is searched lexically.
+embedded: the command that embeds. On: how many units have vectors (of each kind: messages, run
+summaries, memories), under which model, and that searches are hybrid. A team archive (PostgreSQL) says once that it is searched lexically.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.format import plural
@@ -19,10 +19,12 @@ class SemanticState:
     installed: bool
     model: str | None = None
     team: bool = False
-    units: int = 0  # units of the archive (user messages, replies that call no tool)
+    units: int = 0  # units of the archive (user messages, replies that call no tool, run summaries, memories)
     embedded: int = 0  # of them, with a vector of this model
-    other_model: int = 0  # vectors another model made (embedded again by the next pass)
+    other_model: int = 0  # message vectors another model made (embedded again by the next pass)
     reason: str | None = None  # why the model cannot be used, when installed but broken
+    # (units, embedded) of each kind: "messages", "run summaries", "memories"
+    kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def on(self) -> bool:
@@ -44,7 +46,13 @@ class SemanticState:
                 "`pi-memory embed`, or leave a bridge or `pi-memory watch` running; search is lexical until then"
             )
         done = f"{self.embedded:,} of {self.units:,} units embedded" if left else f"all {self.units:,} units embedded"
-        return f"semantic recall: on, {done} ({self.model}); searches are hybrid"
+        return f"semantic recall: on, {done}{self._by_kind()} ({self.model}); searches are hybrid"
+
+    def _by_kind(self) -> str:
+        """`: 900 of 1,000 messages, 40 of 40 run summaries, 3 of 3 memories` (nothing without kinds)."""
+        if not self.kinds:
+            return ""
+        return ": " + ", ".join(f"{done:,} of {n:,} {kind}" for kind, (n, done) in self.kinds.items())
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,5 +64,6 @@ class SemanticState:
             "embedded": self.embedded,
             "other_model": self.other_model,
             "reason": self.reason,
+            "kinds": {kind: {"units": n, "embedded": done} for kind, (n, done) in self.kinds.items()},
             "line": self.line,
         }

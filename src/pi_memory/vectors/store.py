@@ -11,6 +11,7 @@ import numpy as np
 
 from ..storage.store import Store
 from .codes import quantize
+from .keyed import KIND_RUN, KeyedUnit
 from .model import text_hash
 from .units import KIND_MESSAGE, ROLE_CODES, Unit
 
@@ -38,6 +39,29 @@ def write_vectors(store: Store, model: str, units: list[Unit], texts: list[str],
         store.executemany(
             """INSERT OR REPLACE INTO vec(kind, ref, sess, ts, role, hash, model, vec, scale)
                SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM msg WHERE id = ?)""",
+            rows,
+        )
+        return int(store.conn.total_changes() - before)
+
+
+def write_keyed(store: Store, model: str, units: list[KeyedUnit], vectors: np.ndarray) -> int:
+    """One batch of run summary or memory vectors, replacing the older text's; returns how many rows
+    were written. A run gone while its vector was computed is not written; a memory retired
+    meanwhile is, and goes at the next sweep (a search only ever looks up live memories' texts)."""
+    codes, scales = quantize(vectors)
+    with store.write():
+        sessions = {u.session_id for u in units if u.session_id is not None}
+        numbers = session_numbers(store, sessions) if sessions else {}
+        rows = [
+            (u.kind, u.ref, numbers.get(u.session_id or "", 0), u.ts, 0, u.hash, model, codes[i].tobytes())
+            + (float(scales[i]), u.kind, u.ref)
+            for i, u in enumerate(units)
+        ]
+        before = store.conn.total_changes()
+        store.executemany(
+            f"""INSERT OR REPLACE INTO vec(kind, ref, sess, ts, role, hash, model, vec, scale)
+                SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?
+                WHERE ? != {KIND_RUN} OR EXISTS (SELECT 1 FROM run WHERE id = ?)""",
             rows,
         )
         return int(store.conn.total_changes() - before)

@@ -66,6 +66,12 @@ def remember_cmd(
 @click.argument("query", nargs=-1)
 @click.option("--status", type=click.Choice(["active", "provisional", "superseded", "resolved", "pinned", "all"]))
 @click.option("--kind", type=click.Choice(["preference", "constraint", "decision", "fact", "note"]))
+@click.option(
+    "--mode",
+    type=click.Choice(["lexical", "hybrid", "semantic"]),
+    help="With a query: words only, words and meaning fused, or meaning only "
+    "(default: hybrid once `pi-memory embed` has embedded the memories, else lexical).",
+)
 @_memory_options
 @click.option("--json", "as_json", is_flag=True, help="Print the memories as JSON.")
 @pass_db
@@ -75,6 +81,7 @@ def memories_cmd(
     query: tuple[str, ...],
     status: str | None,
     kind: str | None,
+    mode: str | None,
     cwd: Path | None,
     session_id: str | None,
     as_json: bool,
@@ -82,9 +89,12 @@ def memories_cmd(
     """List or search this workspace's memories (default: pinned, active and recent proposals)."""
     from ...archive.present import format_memories as format_listing
 
+    text = " ".join(query)
     answer(
         ctx,
-        lambda archive: archive.memory_list(cwd, " ".join(query), status=status, kind=kind, session_id=session_id),
+        lambda archive: archive.memory_list(
+            cwd, text, mode=mode if text.strip() else None, status=status, kind=kind, session_id=session_id
+        ),
         as_json,
         format_listing,
         marked=True,

