@@ -13,7 +13,7 @@ tokens, through three baselines:
               is detail=column, which would cripple bm25's term frequencies);
   (c) `like`  `text LIKE '%fragment%'`, newest first (fragment sets only).
 
-With the `semantic` extra, two more systems over the same archive: `hybrid` (`Archive.search` with
+With the `semantic` extra and named in `--only`, two more systems over the same archive: `hybrid` (`Archive.search` with
 mode="hybrid": lexical and vector candidates fused) and `semantic` (vectors alone); `project` is
 then asked for mode="lexical". Their vectors are embedded through the archive's own write path
 from a cache under `--work` (`semantic_cache.py`: by text, so a rerun embeds nothing again);
@@ -851,8 +851,9 @@ def main() -> None:
             queries = [q for q in queries if any(q.set.startswith(p) for p in args.sets.split(","))]
         if args.split:
             queries = [q for q in queries if split_of(q.set) == args.split]
-        semantic = ["hybrid", "semantic"] if vmodel.available() else []
-        runners_wanted = args.only.split(",") if args.only else ["project", "spec", "bm25", "stem", "like", *semantic]
+        # hybrid and semantic only when named in --only: they embed every document with the real model
+        # first (hours for the full documents archive on one core; cached by text under --work)
+        runners_wanted = args.only.split(",") if args.only else ["project", "spec", "bm25", "stem", "like"]
         work = args.keep or Path(tempfile.mkdtemp(prefix="pi-memory-quality-"))
         if args.keep:
             shutil.rmtree(work, ignore_errors=True)
