@@ -55,8 +55,17 @@ class RunVectors:
             rows = rows[np.argpartition(-scores[rows], k - 1)[:k]]
         rows = rows[np.argsort(-scores[rows], kind="stable")]
         nearest = {int(self._refs[i]): float(scores[i]) for i in rows}
-        position = {int(r): i for i, r in enumerate(self._refs.tolist())} if also else {}
-        return nearest, {r: float(scores[position[r]]) for r in also if r in position}
+        return nearest, self._cosines_of(scores, also)
+
+    def _cosines_of(self, scores: np.ndarray, runs: list[int]) -> dict[int, float]:
+        """The cosines of these runs (those that have a vector), found in the sorted refs: no map
+        of every run built per search (tens of thousands of runs in a large archive)."""
+        if not runs or not len(self._refs):
+            return {}
+        asked = np.asarray(runs, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self._refs, asked), len(self._refs) - 1)
+        held = self._refs[at] == asked
+        return {int(r): float(scores[i]) for r, i, ok in zip(asked, at, held, strict=True) if ok}
 
     def _load(self) -> None:
         """(Re)read the vectors when their count or newest row changed (a rewrite gets a new row id;
@@ -64,7 +73,8 @@ class RunVectors:
         stamp = tuple(self.store.rows("SELECT count(*), coalesce(max(id), 0) FROM vec WHERE kind = ?", (KIND_RUN,))[0])
         if stamp == self._stamp:
             return
-        rows = self.store.rows("SELECT ref, vec, scale FROM vec WHERE kind = ? AND model = ?", (KIND_RUN, self.model))
+        sql = "SELECT ref, vec, scale FROM vec WHERE kind = ? AND model = ? ORDER BY ref"  # sorted: `_cosines_of`
+        rows = self.store.rows(sql, (KIND_RUN, self.model))
         self._refs = np.array([int(r[0]) for r in rows], dtype=np.int64)
         self._codes = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.int8).reshape(len(rows), DIM)
         self._scales = np.array([r[2] for r in rows], dtype=np.float32)
