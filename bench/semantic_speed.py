@@ -143,6 +143,8 @@ def main() -> None:
         rss_before = peak_rss_mb()
         report = archive.embed(limit=args.real)
         rss_embed = peak_rss_mb()
+        # the real pass embeds run summaries and memories first: the rate is over all three kinds
+        real_kinds = {int(k): int(n) for k, n in archive.store.rows("SELECT kind, count(*) FROM vec GROUP BY kind")}
         model_id = report.model
         synthetic = synthetic_rest(archive, model_id, args.seed)
         with scan.writer_lock(db, wait=True):
@@ -156,6 +158,7 @@ def main() -> None:
     units = state.embedded
     rows = [[mode, *(latency_summary(v)[k] for k in ("p50", "p95", "max"))] for mode, v in ms.items()]
     print(f"\n{args.messages:,} messages, {units:,} units with vectors ({report.embedded} real, {synthetic:,} made)")
+    print(f"real units by kind (1 message, 2 run summary, 3 memory): {real_kinds}")
     print(
         f"embedding (real model, {args.threads} thread): {report.rate:.1f} units/s; "
         f"peak RSS {rss_before:.0f} MB before, {rss_embed:.0f} MB after embedding, {rss_search:.0f} MB after searching"
@@ -170,6 +173,7 @@ def main() -> None:
             "import_msgs_per_s": round(import_rate, 1),
             "units": units,
             "real_units": report.embedded,
+            "real_units_by_kind": {"message": real_kinds.get(1, 0), "run summary": real_kinds.get(2, 0)},
             "embed_units_per_s": round(report.rate, 2),
             "peak_rss_mb": {"before": rss_before, "after_embed": rss_embed, "after_search": rss_search},
             "bytes_per_unit": {"archive": round(vec_bytes / units, 1), "index": round(index_bytes / units, 1)},

@@ -164,6 +164,28 @@ def test_an_index_of_an_earlier_format_is_rebuilt_and_scores_as_the_archive_does
     assert rebuilt is not None and rebuilt.manifest["format"] == scan.FORMAT and rebuilt.manifest["tag"] != old["tag"]
 
 
+def test_an_index_that_grew_past_its_mean_in_one_pass_is_built_again(embedded: Path, monkeypatch: pytest.MonkeyPatch):
+    from pi_memory.vectors.embed import refresh_index
+
+    monkeypatch.setattr(scan, "MEAN_FLOOR", 1)
+    with Archive.open(embedded) as archive:
+        store, model = archive.store, vmodel.model_id()
+        assert model is not None
+        kept = store.rows("SELECT * FROM vec WHERE kind = 1 ORDER BY id")
+        with store.write():  # an index made while one message had a vector
+            store.execute("DELETE FROM vec WHERE kind = 1 AND id > ?", (kept[0][0],))
+        with scan.writer_lock(embedded, wait=True):
+            assert scan.ScanIndex.build(store, embedded, model).manifest["mean_count"] == 1
+        marks = ",".join("?" * len(kept[0]))
+        with store.write():  # then the rest at once
+            for row in kept[1:]:
+                store.execute(f"INSERT INTO vec VALUES ({marks})", row)
+        with scan.writer_lock(embedded, wait=True):
+            refresh_index(store, embedded, model)
+        index = scan.ScanIndex.load(scan.folder_of(embedded))
+        assert index is not None and index.count == len(kept) == index.manifest["mean_count"]
+
+
 def test_a_model_change_embeds_everything_again(embedded: Path):
     with Archive.open(embedded) as archive:
         n = archive.store.scalar("SELECT count(*) FROM vec")

@@ -41,6 +41,7 @@ FORMAT = 2
 CODE_BYTES = DIM // 8
 MEAN_SAMPLE = 20_000  # vectors the mean is estimated from
 REBUILD_GROWTH = 2.0  # the mean is estimated again when the index has grown this much since
+MEAN_FLOOR = 1_000  # ... counted from at least this many rows: a small index is not rebuilt at each pass
 READ_CHUNK = 20_000  # vec rows read per query when building
 # name -> dtype and values per row of the index's files
 COLUMNS: dict[str, tuple[str, int]] = {
@@ -189,7 +190,7 @@ class ScanIndex:
         return added
 
     def needs_new_mean(self) -> bool:
-        return self.count > REBUILD_GROWTH * max(int(self.manifest.get("mean_count", 0)), 1_000)
+        return self.count > REBUILD_GROWTH * max(int(self.manifest.get("mean_count", 0)), MEAN_FLOOR)
 
     def _append(self, block: Rows) -> None:
         tag = self.manifest["tag"]
