@@ -148,3 +148,20 @@ def test_rrf_sums_reciprocal_ranks():
 def test_status_says_in_one_line_whether_semantic_recall_is_on_and_what_to_do(state: SemanticState, words: str):
     assert words in state.line and "\n" not in state.line
     assert state.on == (state.embedded > 0 and not state.team)
+
+
+def test_sessions_are_fused_one_level_up_so_many_loosely_similar_messages_do_not_win():
+    from types import SimpleNamespace
+
+    from pi_memory.search.messages import Hit
+    from pi_memory.vectors.hybrid import HybridSearcher
+
+    def hit(msg_id: int, session: str) -> Hit:
+        return Hit(msg_id, session, msg_id, "user", msg_id, "p", 0.0)
+
+    searcher = HybridSearcher(SimpleNamespace(store=None), SimpleNamespace(), "hybrid")  # type: ignore[arg-type]
+    # session a: one message holding the question's rare words; b: five chatty ones, close in meaning
+    searcher._sides = ({1: 9.0, 2: 1.0}, {1: 0.80, 3: 0.84, 4: 0.84, 5: 0.84, 6: 0.84, 7: 0.84})
+    groups = {"a": [hit(1, "a")], "b": [hit(k, "b") for k in (2, 3, 4, 5, 6, 7)]}
+    scores = searcher.session_scores(groups)
+    assert scores["a"] > scores["b"]

@@ -613,9 +613,10 @@ def rank_sessions(searcher: Searcher, query: str, limit: int = 10, filters: Filt
     groups: dict[str, list[Hit]] = {}
     for hit in hits:
         groups.setdefault(hit.session_id, []).append(hit)
-    ranked = sorted(groups.values(), key=lambda g: (ranking.session_score(h.score for h in g), g[0].ts), reverse=True)[
-        :limit
-    ]
+    # a searcher that fuses two sides scores sessions itself (`vectors.hybrid.HybridSearcher`)
+    scorer = getattr(searcher, "session_scores", None)
+    scores = scorer(groups) if scorer else {sid: ranking.session_score(h.score for h in g) for sid, g in groups.items()}
+    ranked = sorted(groups.values(), key=lambda g: (scores[g[0].session_id], g[0].ts), reverse=True)[:limit]
     info = searcher.session_rows([g[0].session_id for g in ranked])
     out = []
     for group in ranked:
@@ -631,7 +632,7 @@ def rank_sessions(searcher: Searcher, query: str, limit: int = 10, filters: Filt
                 headline=headline[:HEADLINE_CHARS] + ("…" if len(headline) > HEADLINE_CHARS else ""),
                 started_at=started,
                 last_at=last,
-                score=ranking.session_score(h.score for h in group),
+                score=scores[sid],
                 hits=len(group),
                 best=group[0],
             )

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import ranking
 from ..core.text import query_phrases_for_snippet, query_tokens
 from ..search.messages import MAX_LIMIT, Filters, Hit, Searcher, filter_sql
 from ..storage.store import Store, decode_text
@@ -44,6 +45,11 @@ FUSE_DEPTH = 100  # vector hits fused (the pilot's figure)
 # it was (CMRC, every fragment set) but cost Vue headings R@1 0.453 -> 0.447 and R@10 0.793 ->
 # 0.767, a topic's section off the first page for 1 query in 40. Kept at 100: ~6 ms for that.
 LEXICAL_DEPTH = 100
+# ... and at session level (`HybridSearcher.session_scores`): the keyword side's share. Fitted on the
+# fit half (bench/quality.py --quick, session R@1 realtalk-a / long-replies-a against the keyword
+# side's 0.564 / 0.564): 0.45 -> 0.550 / 0.543, 0.6 -> 0.557 / 0.557, 0.75 -> 0.579 / 0.550, 0.9
+# -> 0.571 / 0.564, the only weight at or above it on every fit set
+SESSION_LEXICAL_WEIGHT = 0.9
 # units rescored exactly after the sign-bit pass, per unit kept: bench/semantic_scan.py measured
 # the share of the exact top 100 found this way
 RESCORE_PER_HIT = 10
@@ -270,6 +276,8 @@ class HybridSearcher:
         self.vectors = vectors
         self.mode = mode
         self.store = lexical.store
+        # the last search's two sides (msg id -> keyword score, msg id -> cosine): `session_scores`
+        self._sides: tuple[dict[int, float], dict[int, float]] = ({}, {})
 
     def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
         return self.lexical.session_rows(ids)
@@ -286,11 +294,32 @@ class HybridSearcher:
                 filters = replace(filters, exclude_ids=self.lexical.current_run_ids(filters.current_session))
         query_vector = pending_vector.result()
         nearest = self.vectors.nearest(query_vector, filters, max(limit, FUSE_DEPTH))
+        self._sides = ({h.msg_id: h.score for h in lexical}, nearest)
         if self.mode == "semantic":
             ranked = list(nearest.items())
         else:
             ranked = self._fused(query_vector, lexical, nearest)
         return self._hits(query, ranked[:limit], {h.msg_id: h for h in lexical})
+
+    def session_scores(self, groups: dict[str, list[Hit]]) -> dict[str, float]:
+        """Sessions fused as messages are, one level up: each session's keyword score
+        (`ranking.session_score` over its keyword hits, as a keyword search ranks sessions) mixed
+        with its best cosine. Summing fused message scores instead let sessions of many loosely
+        similar messages win (bench/quality.py, fit half: long-replies session R@1 0.529 against the
+        keyword side's 0.564)."""
+        lexical, nearest = self._sides
+        if self.mode == "semantic":
+            return {sid: ranking.session_score(nearest.get(h.msg_id, 0.0) for h in g) for sid, g in groups.items()}
+        by_keywords = {
+            sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
+        }
+        by_meaning = {
+            sid: max(nearest[h.msg_id] for h in g if h.msg_id in nearest)
+            for sid, g in groups.items()
+            if any(h.msg_id in nearest for h in g)
+        }
+        fused = fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning, SESSION_LEXICAL_WEIGHT)
+        return dict(fused) | {sid: 0.0 for sid in groups if sid not in by_keywords and sid not in by_meaning}
 
     def _fused(
         self, query_vector: np.ndarray, lexical: list[Hit], nearest: dict[int, float]
