@@ -277,6 +277,7 @@ class HybridSearcher:
         self.mode = mode
         self.store = lexical.store
         # the last search's two sides (msg id -> keyword score, msg id -> cosine): `session_scores`
+        # (one searcher per search: `Archive.content_searcher` makes a new one each time)
         self._sides: tuple[dict[int, float], dict[int, float]] = ({}, {})
 
     def session_rows(self, ids: list[str]) -> dict[str, tuple[int, int, str | None]]:
@@ -318,8 +319,8 @@ class HybridSearcher:
             for sid, g in groups.items()
             if any(h.msg_id in nearest for h in g)
         }
-        fused = fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning, SESSION_LEXICAL_WEIGHT)
-        return dict(fused) | {sid: 0.0 for sid in groups if sid not in by_keywords and sid not in by_meaning}
+        fused = dict(fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning, SESSION_LEXICAL_WEIGHT))
+        return {sid: fused.get(sid, 0.0) for sid in groups}
 
     def _fused(
         self, query_vector: np.ndarray, lexical: list[Hit], nearest: dict[int, float]
