@@ -106,29 +106,6 @@ def path_sql_for_messages(path: str) -> tuple[str, list[Any]]:
 # --- the summary track ----------------------------------------------------------------
 
 
-def _filters(
-    store: Store,
-    project: str | None,
-    since_ms: int | None,
-    session_id: str | None,
-    path: str | None,
-    kinds: tuple[str, ...] = (),
-    agent: str | None = None,
-) -> tuple[str, list[Any]]:
-    clauses, params = run_filters(project, since_ms, session_id)
-    if agent:
-        clauses.append("s.agent = ?")
-        params.append(agent)
-    if path:
-        clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
-        params += path_params(path)
-    if kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
-        clauses.append(
-            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds, store)})"
-        )
-    return " AND ".join(clauses), params
-
-
 def summary_filter_sql(
     store: Store,
     project: str | None,
@@ -141,10 +118,21 @@ def summary_filter_sql(
 ) -> tuple[str, list[Any]]:
     """The summary track's filters as one condition over `run r JOIN session s` (the vector side of a
     hybrid summary search applies the same)."""
-    where, params = _filters(store, project, since_ms, session_id, path, kinds, agent)
+    clauses, params = run_filters(project, since_ms, session_id)
+    if agent:
+        clauses.append("s.agent = ?")
+        params.append(agent)
+    if path:
+        clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
+        params += path_params(path)
+    if kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
+        clauses.append(
+            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds, store)})"
+        )
     if extra[0] != NO_FILTER[0]:  # else the stores' unfiltered plans (no join per candidate)
-        where, params = f"{where} AND {extra[0]}", [*params, *extra[1]]
-    return where, params
+        clauses.append(extra[0])
+        params += extra[1]
+    return " AND ".join(clauses), params
 
 
 class RunSearcher:

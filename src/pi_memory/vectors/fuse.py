@@ -58,6 +58,17 @@ def mix(
     return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))
 
 
+def mix_unjudged_kept(lexical: Mapping[K, float], vector: Mapping[K, float]) -> list[tuple[K, float]]:
+    """`mix`, but a lexical candidate the vector side cannot judge (no vector: a tool result, a run
+    not embedded yet) keeps its lexical share on both sides instead of 0 on the vector one; best first."""
+    fused = dict(mix(lexical, vector))
+    best = max(lexical.values(), default=0.0)
+    for key, score in lexical.items():
+        if key not in vector and best > 0:
+            fused[key] = score / best
+    return sorted(fused.items(), key=lambda kv: -kv[1])
+
+
 def rrf(
     rankings: Sequence[Sequence[K]], k: int = RRF_K, weights: Sequence[float] | None = None
 ) -> list[tuple[K, float]]:

@@ -333,13 +333,7 @@ class HybridSearcher:
         if FUSION == "rrf":
             by_cosine = sorted(nearest, key=lambda i: -nearest[i])
             return fuse.rrf([list(lex_scores), by_cosine])
-        fused = dict(fuse.mix(lex_scores, cosines))
-        # a lexical hit without a vector (a tool result: never embedded) keeps its lexical share on both sides
-        best = max(lex_scores.values(), default=0.0)
-        for msg_id, score in lex_scores.items():
-            if msg_id not in cosines and best > 0:
-                fused[msg_id] = score / best
-        return sorted(fused.items(), key=lambda kv: -kv[1])
+        return fuse.mix_unjudged_kept(lex_scores, cosines)  # a tool result is never embedded
 
     def _hits(self, query: str, ranked: list[tuple[int, float]], known: dict[int, Hit]) -> list[Hit]:
         """Hits in fused order: the lexical side's as they were (new score), the others fetched."""

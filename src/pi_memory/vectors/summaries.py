@@ -175,12 +175,5 @@ class HybridRunSearcher:
 
 def _fused(lexical: dict[int, float], nearest: dict[int, float], cosines: dict[int, float]) -> list[tuple[int, float]]:
     """As `hybrid.HybridSearcher._fused`: the lexical hits' scores and every candidate's cosine
-    (`cosines`: the lexical hits') mixed; a lexical hit without a vector (a run not embedded yet)
-    keeps its lexical share on both sides."""
-    vector = {**cosines, **nearest}
-    fused = dict(fuse.mix(lexical, vector))
-    best = max(lexical.values(), default=0.0)
-    for run_id, score in lexical.items():
-        if run_id not in vector and best > 0:
-            fused[run_id] = score / best
-    return sorted(fused.items(), key=lambda kv: -kv[1])
+    (`cosines`: the lexical hits') mixed; a run not embedded yet keeps its lexical share."""
+    return fuse.mix_unjudged_kept(lexical, {**cosines, **nearest})
