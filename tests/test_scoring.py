@@ -211,3 +211,15 @@ with Archive.open(sys.argv[1]) as archive:
         [sys.executable, "-c", code, str(tmp_path / "a.db")], capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "True"]
+
+
+def test_every_cjk_term_of_a_mixed_query_counts_each_spelling_and_marks_the_typed_one() -> None:
+    query = "缓存索引的實現 cache 和宝玉聽了"
+    texts = ["寶玉聽了缓存", "宝玉听了cache的实现", "索引實現實現", "无关的文本", "缓存索引"]
+    q = prepared(query)
+    tf, exact = scoring.term_frequencies(texts, q)
+    cjk = [(j, t) for j, t in enumerate(q.terms) if t.kind in ("char", "gram")]
+    assert len(cjk) > 10
+    for j, term in cjk:
+        assert [int(x) for x in tf[:, j]] == [sum(text.count(f) for f in term.forms) for text in texts], term.text
+        assert list(exact[:, j]) == [any(f in text for f in term.forms if f in term.exact) for text in texts]

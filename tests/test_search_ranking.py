@@ -10,6 +10,7 @@ import pytest
 from conftest import python_cli
 from pi_memory import Archive
 from pi_memory.core.render import message_hash
+from pi_memory.core.text import QueryToken
 from pi_memory.search import messages
 from pi_memory.storage.store import NewMessage, SessionRow
 from pi_memory.storage.writes import write_messages
@@ -301,3 +302,27 @@ def test_inside_a_project_the_one_message_holding_a_character_as_typed_is_found_
     ids = _fill(archive, {"simp": [*simp[:30], "抄本里写作這个字。", *simp[30:]]})
     hits = archive.search("這", limit=3, project="simp")
     assert hits and hits[0].msg_id == ids["抄本里写作這个字。"]
+
+
+def test_a_long_question_reads_its_typed_script_characters_within_the_rare_track_s_budget(
+    archive: Archive, monkeypatch: pytest.MonkeyPatch
+):
+    # traditional texts that quote the question in simplified: each of its characters stands as
+    # typed in 12 of them, and a part for each would read all their postings (search_bench, 300k,
+    # 240-character questions: ~30k postings, 10 ms)
+    monkeypatch.setattr(messages, "RARE_POSTINGS_BUDGET", 30)
+    question = "那个组件的缓存为什么总是在周末失效，我们讨论过的方案是什么"
+    traditional = "那個組件的緩存為什麼總是在週末失效，我們討論過的方案是什麼"
+    quoted = [f"{traditional}，抄本作「{question}」（第{k}次）" for k in range(12)]
+    ids = _fill(archive, {"trad": quoted, "one": ["他說：这一回另有一个写法。"]})
+    searcher = archive.content_searcher("lexical")
+    with searcher.store.read():
+        plan = searcher.plan(question)
+        typed_df = {ch: searcher.document_frequency(QueryToken(ch, "surface"), plan.n_docs) for ch in plan.exact}
+        read = sum(plan.df[t.text] for t in plan.rare) + sum(typed_df[ch] for ch in plan.exact_typed)
+        assert read <= 30
+        assert sum(typed_df.values()) > 100  # what one part per character would have read
+        # a short query's one typed character is still read in full, and finds its text
+        assert searcher.plan("这").exact_typed == ("这",)
+    assert archive.search(question, limit=3)
+    assert archive.search("这", limit=1)[0].msg_id == ids["他說：这一回另有一个写法。"]

@@ -312,8 +312,13 @@ class Searcher:
         rare = rarest_within(present, df, RARE_POSTINGS_BUDGET)
         exact = typed_as_folded(query, tokens)
         typed_in_others = [QueryToken(ch, "surface") for ch in exact if len(ch) == 1]
-        budget = RARE_POSTINGS_BUDGET
-        exact_typed = tuple(t.text for t in typed_in_others if 0 < self.document_frequency(t, n_docs) <= budget)
+        typed_df = {t.text: self.document_frequency(t, n_docs) for t in typed_in_others}
+        held = sorted((t for t in typed_in_others if typed_df[t.text] > 0), key=lambda t: (typed_df[t.text], t.text))
+        # the rare track's budget covers these postings too: a long question typed in one script has
+        # such a character for nearly every token (search_bench, 300k, 240-character questions: ~30k
+        # postings, 10 of their 13 ms in the rare track), a short one (`這`) a single rare one
+        left = RARE_POSTINGS_BUDGET - sum(df[t.text] for t in rare)
+        exact_typed = tuple(t.text for t in rarest_within(held, typed_df, left))
         plan = QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
         plan.variants = word_variants(rare, forms, df, RARE_POSTINGS_BUDGET)
         plan.form_shares = {
