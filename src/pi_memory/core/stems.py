@@ -46,22 +46,32 @@ def stem_root(word: str) -> str | None:
     return root if len(root) >= ROOT_MIN else None
 
 
-@lru_cache(maxsize=4096)
-def _root_pattern(root: str) -> re.Pattern[str]:
-    return re.compile(rf"(?<![a-z0-9_]){re.escape(root)}[a-z]*(?![0-9_])")
+_FORM_TAIL = re.compile(r"[a-z]*(?![0-9_])")
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def other_forms(text: str, word: str, root: str) -> int:
     """How many words of a lower-cased text are another form of `word`: they start with its `root`
-    and have its stem (`moving` for `move`; never `word` itself, counted as typed)."""
-    if root not in text:
+    (not inside a longer run of letters, digits and `_`), go on in letters (not into a digit or
+    `_`), and have its stem (`moving` for `move`; never `word` itself, counted as typed).
+
+    `str.find` for the root, then a regex for the rest: one regex with the look-behind first
+    cannot skip ahead to the root and cost ~15x on long texts (English abstracts: ~4 ms a query)."""
+    pos = text.find(root)
+    if pos < 0:
         return 0
     target = stem(word)
     found = 0
-    for match in _root_pattern(root).finditer(text):
-        form = match.group()
-        if form != word and stem(form) == target:
-            found += 1
+    while pos >= 0:
+        if pos == 0 or text[pos - 1] not in _WORD_CHARS:
+            tail = _FORM_TAIL.match(text, pos + len(root))
+            if tail:  # none: the root runs into a digit or `_`
+                form = text[pos : tail.end()]
+                if form != word and stem(form) == target:
+                    found += 1
+                pos = text.find(root, tail.end())  # a root inside this form is inside a word
+                continue
+        pos = text.find(root, pos + 1)
     return found
 
 
