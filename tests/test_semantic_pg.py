@@ -96,6 +96,23 @@ def by_score(hits: list) -> list[tuple[float, str, int]]:
     return sorted((-round(h.score, 4), h.session_id, h.seq) for h in hits)
 
 
+def test_a_search_over_the_whole_archive_can_walk_the_hnsw_index(team: Archive):
+    """The messages' vectors have their HNSW index, and the unfiltered statement (`vectors.pg`) can
+    be answered from it (the planner prefers a plain scan of a table this small: forced here)."""
+    assert team.store.scalar("SELECT to_regclass('vec_emb') IS NOT NULL")
+    query = "[" + ",".join(["0.05"] * 384) + "]"
+    with team.store.read():
+        team.store.scalar(
+            "SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)"
+        )
+        plan = team.store.rows(
+            """EXPLAIN SELECT v.ref FROM vec v WHERE v.kind = 1 AND v.model = %s
+               ORDER BY v.emb OPERATOR(public.<=>) %s::public.vector LIMIT 200""",
+            [vmodel.model_id(), query],
+        )
+    assert "vec_emb" in "\n".join(r[0] for r in plan)
+
+
 def test_filters_and_echo_rules_apply_to_vector_hits(team: Archive):
     other = team.search(QUESTION, limit=5, project="other", mode="semantic")
     assert other and {h.project for h in other} == {"other"}

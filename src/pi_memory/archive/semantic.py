@@ -90,9 +90,13 @@ class SemanticMethods:
         if threads:
             vmodel.want_threads(threads)
         since_ms = since if isinstance(since, int) else parse_since(since)
-        db_path = None if self.is_team else self.path  # a team archive: the server's lock, no index file
+        if self.is_team:  # the server's lock, no index file; a driver error is one line (`PgStore.errors`)
+            with cast(Any, self.store).errors():
+                return embed(
+                    self.store, None, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
+                )
         return embed(
-            self.store, db_path, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
+            self.store, self.path, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
         )
 
     def _team_vectors(self) -> PgVectors | None:

@@ -654,6 +654,13 @@ BEGIN
   SELECT n.nspname INTO home FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
     WHERE e.extname = 'vector';
   EXECUTE format('ALTER TABLE vec ADD COLUMN IF NOT EXISTS emb %I.vector(384)', home);
+  -- messages' vectors for a search without filters (bench/pg_vector_scan.py, docs/semantic.md);
+  -- pgvector before 0.5 has no HNSW: every search scans exactly then
+  BEGIN
+    EXECUTE format('CREATE INDEX IF NOT EXISTS vec_emb ON vec USING hnsw (emb %I.vector_cosine_ops) WHERE kind = 1', home);
+  EXCEPTION WHEN undefined_object THEN
+    NULL;
+  END;
 END $$;
 """
 MIGRATIONS.append(("m014_pgvector", PGVECTOR_COLUMN))

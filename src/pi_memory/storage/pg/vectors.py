@@ -47,6 +47,7 @@ class PgVectors:
 
     conn: psycopg.Connection[Any]
     _vector_home: str | None = UNKNOWN
+    _vector_index: bool | None = None
 
     def vector_home(self) -> str | None:
         """The pgvector extension's schema, when this archive's `vec` has its column; None: lexical."""
@@ -54,6 +55,12 @@ class PgVectors:
             row = self.conn.execute(VECTOR_HOME).fetchone()
             self._vector_home = str(row[0]) if row else None
         return self._vector_home
+
+    def has_vector_index(self) -> bool:
+        """Whether the messages' vectors have their HNSW index (`vec_emb`: pgvector 0.5 or later)."""
+        if self._vector_index is None:
+            self._vector_index = bool(self.conn.execute("SELECT to_regclass('vec_emb') IS NOT NULL").fetchone()[0])  # type: ignore[index]
+        return self._vector_index
 
     def vector_type(self) -> str:
         """`"schema".vector`, for casts (the archive's `search_path` may not hold the extension)."""
@@ -79,7 +86,7 @@ class PgVectors:
         if self.vector_home() is None:
             with self.conn.transaction():
                 self.conn.execute(PGVECTOR_COLUMN.encode(), prepare=False)
-            self._vector_home = UNKNOWN
+            self._vector_home, self._vector_index = UNKNOWN, None
         return self.vector_home()
 
     @contextmanager
