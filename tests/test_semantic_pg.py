@@ -61,7 +61,7 @@ def test_embed_writes_the_vectors_into_the_team_archive(team: Archive):
     assert {kind for kind, _, _ in rows} == {1, 2}  # messages and run summaries
     assert team.store.scalar("SELECT count(*) FROM vec WHERE emb IS NULL") == 0
     state = team.semantic_state()
-    assert state.on and state.units == state.embedded > 0 and not state.team
+    assert state.on and state.units == state.embedded > 0 and not state.team and state.pgvector
     assert "semantic recall: on" in state.line and "messages" in state.line
 
 
@@ -171,6 +171,9 @@ def test_the_summary_track_and_memories_are_hybrid_on_the_team_archive(pgvector_
 def test_the_cli_embeds_a_team_archive_and_reports_it(pgvector_url: str, folder: Path):
     runner = CliRunner()
     assert runner.invoke(cli, ["--db", pgvector_url, "import", str(folder)]).exit_code == 0
+    before = runner.invoke(cli, ["--db", pgvector_url, "status"]).stdout.splitlines()
+    said = [line for line in before if "semantic recall" in line]
+    assert len(said) == 1 and "nothing embedded yet" in said[0] and "bridge" not in said[0]
     out = runner.invoke(cli, ["--db", pgvector_url, "embed", "--json", "--threads", "1"])
     assert out.exit_code == 0, out.output
     done = json.loads(out.stdout)

@@ -68,7 +68,8 @@ class SemanticMethods:
             embedded, other = counts(self.store, model)
             kinds = {"messages": (count_units(self.store), embedded), **keyed.counts(self.store, model)}
         units, done = sum(n for n, _ in kinds.values()), sum(d for _, d in kinds.values())
-        return SemanticState(True, model, False, units, done, other, self._model_error, kinds)
+        pgvector = self._team_vectors() is not None
+        return SemanticState(True, model, False, units, done, other, self._model_error, kinds, pgvector=pgvector)
 
     def embed(
         self,
