@@ -23,13 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import time
 import uuid
 from pathlib import Path
 
 import numpy as np
 import psycopg
+from common import result_header
 
 DIM = 384
 ASK = 200  # rows a search asks for (`hybrid.FUSE_DEPTH` x `hybrid.CHECK_PER_HIT`)
@@ -129,9 +129,8 @@ def main() -> None:
             size = conn.execute("SELECT pg_relation_size('v'), pg_indexes_size('v')").fetchone()
         finally:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     result = {
-        "commit": commit,
+        **result_header("pg_vector_scan", {"units": args.units, "queries": args.queries}),
         "server": server,
         "pgvector": version,
         "units": args.units,
