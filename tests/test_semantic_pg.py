@@ -8,6 +8,7 @@ the SQLite hybrid's hits to compare with.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -216,3 +217,40 @@ class TestWithoutPgvector:
             assert archive.semantic_state().team  # and still lexical after trying
         status = CliRunner().invoke(cli, ["--db", pg_url, "status"]).stdout
         assert sum("semantic recall" in line for line in status.splitlines()) == 1
+
+
+def test_a_writer_embeds_and_forgets_and_a_reader_searches_by_meaning(pgvector_url: str, tmp_path: Path):
+    from pg_support import as_role, connect
+    from pi_memory.storage.pg import roles_sql
+    from test_semantic_units import QUESTION as CREDENTIALS
+    from test_semantic_units import import_sessions
+
+    with Archive.open(pgvector_url):  # the tables, then the roles' grants (`pi-memory pg-roles`)
+        pass
+    names = {group: f"pi_t_{uuid.uuid4().hex[:10]}" for group in ("pi_memory_writer", "pi_memory_reader")}
+    with connect(pgvector_url) as conn:
+        conn.execute(roles_sql().encode())
+        for group, name in names.items():
+            conn.execute(f"CREATE ROLE {name} LOGIN PASSWORD 'pw-{name}' IN ROLE {group}")
+    writer, reader = (as_role(pgvector_url, name, f"pw-{name}") for name in names.values())
+    try:
+        with Archive.open(writer) as alice:
+            import_sessions(alice, tmp_path / "s")
+            alice.use_embedder(Concepts())
+            assert alice.embed().embedded > 0
+        with Archive.open(reader) as dashboard:
+            dashboard.use_embedder(Concepts())
+            hits = dashboard.search(CREDENTIALS, limit=3, project="app", mode="semantic")
+            assert hits and "keychain" in hits[0].text.lower()
+        with Archive.open(writer) as alice:
+            ids = [int(r[0]) for r in alice.store.rows("SELECT id FROM msg WHERE session_id = 'aaaaaaaa-app0-0001'")]
+            vectors = "SELECT count(*) FROM vec WHERE kind = 1 AND ref = ANY(?)"
+            assert alice.store.scalar(vectors, (ids,)) > 0
+            alice.forget("aaaaaaaa-app0-0001")
+            assert alice.store.scalar(vectors, (ids,)) == 0
+            alice.use_embedder(Concepts())
+            assert not {h.msg_id for h in alice.search(CREDENTIALS, limit=5, mode="semantic")} & set(ids)
+    finally:
+        with connect(pgvector_url) as conn:
+            for name in names.values():
+                conn.execute(f"DROP ROLE IF EXISTS {name}")
