@@ -137,6 +137,10 @@ def test_forget_removes_the_vectors(team: Archive):
     assert team.store.scalar(vectors, (1, ids)) == 0 and team.store.scalar(vectors, (2, runs)) == 0
     hits = team.search(QUESTION, limit=5, project="app", mode="semantic")
     assert hits and not {h.msg_id for h in hits} & set(ids)
+    one = team.search(KEYCHAIN_ZH, limit=1, mode="semantic")[0].msg_id  # one message alone
+    assert team.store.scalar(vectors, (1, [one])) == 1
+    team.forget(str(one))
+    assert team.store.scalar(vectors, (1, [one])) == 0
 
 
 def test_a_model_change_embeds_everything_again(team: Archive):
