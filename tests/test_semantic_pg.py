@@ -126,6 +126,8 @@ def test_filters_and_echo_rules_apply_to_vector_hits(team: Archive):
     assert not {h.msg_id for h in asked} & set(team.searcher.current_run_ids(ECHO_SESSION))
     mine = team.search(QUESTION, limit=5, mode="semantic", mine=True)  # who wrote it: the team filters
     assert mine and team.search(QUESTION, limit=5, mode="semantic", authors=["nobody-here"]) == []
+    runs = team.search(QUESTION, limit=5, scope="summary", mode="semantic", mine=True)
+    assert runs and team.search(QUESTION, limit=5, scope="summary", mode="semantic", authors=["nobody-here"]) == []
 
 
 def test_forget_removes_the_vectors(team: Archive):
