@@ -260,3 +260,26 @@ def test_a_writer_embeds_and_forgets_and_a_reader_searches_by_meaning(pgvector_u
         with connect(pgvector_url) as conn:
             for name in names.values():
                 conn.execute(f"DROP ROLE IF EXISTS {name}")
+
+
+def test_an_archive_made_before_the_extension_gets_its_column_at_the_first_embed(
+    pgvector_url: str, folder: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """An archive whose migration ran before an administrator created the extension (here: the
+    column and index dropped again) is lexical; `embed` adds them, and an archive object opened
+    before sees them at its next look (`PgVectors.RECHECK_S`, 0 here)."""
+    from pi_memory.storage.pg import vectors as pgvectors
+
+    monkeypatch.setattr(pgvectors, "RECHECK_S", 0.0)
+    with Archive.open(pgvector_url) as archive:
+        archive.import_paths([folder])
+        with archive.store.write():
+            archive.store.execute("ALTER TABLE vec DROP COLUMN emb")
+    with Archive.open(pgvector_url) as early, Archive.open(pgvector_url) as embedder:
+        assert early.semantic_state().team  # lexical, said as on a server without pgvector
+        with pytest.raises(BadInput, match="searched lexically"):
+            early.search(PARAPHRASE, mode="hybrid")
+        assert embedder.embed().embedded > 0
+        assert embedder.store.scalar("SELECT to_regclass('vec_emb') IS NOT NULL")
+        assert early.semantic_state().on
+        assert early.search(PARAPHRASE, limit=3, project="app")[0].text == KEYCHAIN

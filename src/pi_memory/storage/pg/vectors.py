@@ -15,6 +15,7 @@ message or run went while its vector was computed is not written.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,7 @@ from .schema import PGVECTOR_COLUMN
 if TYPE_CHECKING:
     import psycopg
 
+RECHECK_S = 60.0  # a connection without pgvector asks again after this long (an embed may add it)
 EMBED_LOCK = "pi_memory_embed"  # one embedder per archive (schema) at a time, as SQLite's writer lock
 UNKNOWN = "?"  # `vector_home` not asked yet on this connection
 
@@ -48,12 +50,18 @@ class PgVectors:
     conn: psycopg.Connection[Any]
     _vector_home: str | None = UNKNOWN
     _vector_index: bool | None = None
+    _vector_asked = 0.0  # when `vector_home` last found no column
 
     def vector_home(self) -> str | None:
-        """The pgvector extension's schema, when this archive's `vec` has its column; None: lexical."""
-        if self._vector_home == UNKNOWN:
+        """The pgvector extension's schema, when this archive's `vec` has its column; None: lexical.
+        Found, it is kept for the connection; not found, asked again after `RECHECK_S` (a long-lived
+        bridge or MCP server sees the column another process's first `embed` added)."""
+        if self._vector_home == UNKNOWN or (
+            self._vector_home is None and time.monotonic() - self._vector_asked > RECHECK_S
+        ):
             row = self.conn.execute(VECTOR_HOME).fetchone()
             self._vector_home = str(row[0]) if row else None
+            self._vector_asked = time.monotonic()
         return self._vector_home
 
     def has_vector_index(self) -> bool:
