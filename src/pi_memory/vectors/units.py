@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..storage.pg.vectors import PgVectors
 from ..storage.store import Store, decode_text
 
 KIND_MESSAGE = 1
@@ -25,6 +26,13 @@ ROLE_CODES = {"user": 1, "assistant": 2}
 # the tools an assistant message calls in `meta.tools`); with text (`indexed`: not empty)
 UNIT_CONDITION = """m.indexed != 0 AND (m.role = 'user' OR (m.role = 'assistant'
     AND (m.meta IS NULL OR json_extract(m.meta, '$.tools') IS NULL)))"""
+# ... on a team archive (PostgreSQL: `indexed` a boolean, `meta` JSON text)
+PG_UNIT_CONDITION = """m.indexed AND (m.role = 'user' OR (m.role = 'assistant'
+    AND (m.meta IS NULL OR (m.meta::jsonb -> 'tools') IS NULL)))"""
+
+
+def unit_condition(store: Store) -> str:
+    return PG_UNIT_CONDITION if isinstance(store, PgVectors) else UNIT_CONDITION
 
 
 @dataclass
@@ -38,11 +46,13 @@ class Unit:
     text: str
 
 
-def pending_sql(since_ms: int | None, until_id: int | None, above_id: int | None = None) -> tuple[str, list[Any]]:
+def pending_sql(
+    since_ms: int | None, until_id: int | None, above_id: int | None = None, condition: str = UNIT_CONDITION
+) -> tuple[str, list[Any]]:
     """The units without a vector of `model` (the first parameter), newest first, with ids between
     `above_id` and `until_id` (both excluded)."""
     sql = f"""SELECT m.id, m.session_id, m.ts, m.role, m.text FROM msg m
-              WHERE {UNIT_CONDITION}
+              WHERE {condition}
               AND NOT EXISTS (SELECT 1 FROM vec v WHERE v.kind = {KIND_MESSAGE} AND v.ref = m.id AND v.model = ?)"""
     params: list[Any] = []
     if since_ms is not None:
@@ -67,14 +77,14 @@ def pending(
 ) -> list[Unit]:
     """Up to `limit` units still to embed with `model`, newest first (below `until_id`: a job's cursor;
     above `above_id`: what a finished pass already looked at)."""
-    sql, params = pending_sql(since_ms, until_id, above_id)
+    sql, params = pending_sql(since_ms, until_id, above_id, unit_condition(store))
     rows = store.rows(sql, [model, *params, limit])
     return [Unit(int(i), str(sid), int(ts), str(role), decode_text(text)) for i, sid, ts, role, text in rows]
 
 
 def count_units(store: Store, since_ms: int | None = None) -> int:
     """Every unit of the archive (from `since_ms`), embedded or not."""
-    sql = f"SELECT count(*) FROM msg m WHERE {UNIT_CONDITION}"
+    sql = f"SELECT count(*) FROM msg m WHERE {unit_condition(store)}"
     params: list[Any] = []
     if since_ms is not None:
         sql += " AND m.ts >= ?"
@@ -83,7 +93,7 @@ def count_units(store: Store, since_ms: int | None = None) -> int:
 
 
 def count_pending(store: Store, model: str, since_ms: int | None = None) -> int:
-    sql = f"""SELECT count(*) FROM msg m WHERE {UNIT_CONDITION}
+    sql = f"""SELECT count(*) FROM msg m WHERE {unit_condition(store)}
               AND NOT EXISTS (SELECT 1 FROM vec v WHERE v.kind = {KIND_MESSAGE} AND v.ref = m.id AND v.model = ?)"""
     params: list[Any] = [model]
     if since_ms is not None:

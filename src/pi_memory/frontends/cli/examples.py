@@ -22,6 +22,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "pi-memory embed",
         "pi-memory embed --since 2026-01-01 --threads 2",
         "pi-memory embed --limit 500 --json",
+        "pi-memory --db postgresql://alice@db/team embed",
     ),
     "read": (
         "pi-memory read 5ac092eb",

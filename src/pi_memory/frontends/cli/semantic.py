@@ -30,7 +30,11 @@ def embed(ctx: click.Context, since: str | None, limit: int | None, threads: int
     text changed is embedded again. Interrupt it at any time: what
     is done stays, and the next run (or a bridge or `pi-memory watch` left
     running, which embed a little at a time when idle) does the rest. From the
-    first vector on, searches fuse words and meaning (`search --mode`)."""
+    first vector on, searches fuse words and meaning (`search --mode`).
+
+    A team archive (--db postgresql://...) needs the pgvector extension in its
+    database (CREATE EXTENSION vector, by an administrator); only this command
+    embeds it."""
     terminal = sys.stderr.isatty() and not as_json
     display = EmbedProgress(sys.stderr) if terminal else None
     with open_archive(ctx) as archive:

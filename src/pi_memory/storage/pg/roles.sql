@@ -33,7 +33,7 @@ GRANT UPDATE ON counter TO pi_memory_writer;
 GRANT INSERT, UPDATE, DELETE ON edit, edit_observed, provenance_state TO pi_memory_writer;  -- provenance
 GRANT INSERT, UPDATE, DELETE ON usage, usage_sum, context_ledger TO pi_memory_writer;  -- model requests, their sums, the ledger
 GRANT INSERT ON memory_chain, memory_event TO pi_memory_writer;  -- the memory log: append only
-GRANT DELETE ON vec, vec_session TO pi_memory_writer;  -- semantic recall's rows (none yet on a team archive) go with forget
+GRANT INSERT, DELETE ON vec, vec_session TO pi_memory_writer;  -- semantic recall's rows (pgvector): `embed` writes them, forget removes them
 
 -- Then one LOGIN role per person or bot (passwords go in ~/.pgpass or PGPASSWORD, never in a URL in a script):
 --   CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE pi_memory_writer;

@@ -629,6 +629,42 @@ MIGRATIONS.append(
     )
 )
 
+# Semantic recall on a team archive, where the server offers pgvector (`pg_available_extensions`):
+# each vector also as the extension's `vector` (the model's float vector, unit length) in `vec.emb`,
+# beside the int8 copy the shared code rescores and counts, so a search asks the server for the
+# nearest units (`vectors.pg`). pgvector is not a trusted extension: the owner creates it only as a
+# superuser; otherwise an administrator does (`CREATE EXTENSION vector`), and `pi-memory embed` adds
+# the column then (`PgVectors.enable_vectors`, the same block). A server without it: nothing here,
+# and search stays lexical. The type is named with the extension's schema, which the archive's own
+# `search_path` may not hold. 384: multilingual-e5-small's dimensions (`vectors.model.DIM`).
+PGVECTOR_COLUMN = """
+DO $$
+DECLARE home text;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+    RETURN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector') THEN
+    BEGIN
+      CREATE EXTENSION vector;
+    EXCEPTION WHEN insufficient_privilege THEN
+      RETURN;
+    END;
+  END IF;
+  SELECT n.nspname INTO home FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'vector';
+  EXECUTE format('ALTER TABLE vec ADD COLUMN IF NOT EXISTS emb %I.vector(384)', home);
+  -- messages' vectors for a search without filters (bench/pg_vector_scan.py, docs/semantic.md);
+  -- pgvector before 0.5 has no HNSW: every search scans exactly then
+  BEGIN
+    EXECUTE format('CREATE INDEX IF NOT EXISTS vec_emb ON vec USING hnsw (emb %I.vector_cosine_ops) WHERE kind = 1', home);
+  EXCEPTION WHEN undefined_object THEN
+    NULL;
+  END;
+END $$;
+"""
+MIGRATIONS.append(("m014_pgvector", PGVECTOR_COLUMN))
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

@@ -34,6 +34,7 @@ from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
 from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, without_echoes
+from .vectors import PgVectors
 from .writes import PgWrites, token_count, token_line
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 
 
-class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
+class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
     """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
@@ -413,6 +414,11 @@ class PgStore(PgWrites, EchoMarks, UsageStore, SharedSql):
 
     def add_to_counters(self, deltas: dict[str, int]) -> None:
         """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
+        # the scan index's generation (SQLite's `vec_generation`, bumped by forget): pgvector scans
+        # the table itself, there is no index file to make stale
+        deltas = {name: n for name, n in deltas.items() if name != "vec_generation"}
+        if not deltas:
+            return
         unknown = set(deltas) - set(COUNTERS)
         if unknown:
             raise ValueError(f"no counter {sorted(unknown)[0]!r}")

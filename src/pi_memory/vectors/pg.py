@@ -1,0 +1,90 @@
+"""The vector side of a team archive: the nearest units found by pgvector, scored as SQLite scores them.
+
+Design idea: only where the candidates come from changes. `PgVectorSearch` is the SQLite
+`VectorSearch` (the query embedded on a worker thread while the lexical side runs, the lexical
+hits' cosines looked up, the fusion in `hybrid.HybridSearcher` unchanged) whose nearest units come
+from the server, one statement, in one of two ways (bench/pg_vector_scan.py, docs/semantic.md):
+
+- a search that narrows (a project, a session, roles, a time range, a path, who wrote it): an exact
+  scan, `ORDER BY emb <=> query LIMIT n` with every filter of the lexical side in the statement
+  (`search.pg.filter_sql`), so the nearest allowed units are found whatever the filters keep. An
+  HNSW index walks its graph first and filters after: at 100k units and a filter keeping 10% of
+  the sessions it returned 19 of the 200 rows asked (pgvector 0.6), and 0.65 of the exact top 100
+  with 0.8's iterative scan, in about the exact scan's time;
+- a search over the whole archive: the HNSW index of the messages' vectors (`vec_emb`, where the
+  server's pgvector has HNSW), `hnsw.ef_search` at the rows asked for: 0.999 of the exact top 100
+  in ~5 ms instead of ~80 at 100k units; echoes and the asking run are then left out after, as on
+  SQLite (`VectorSearch._allowed`).
+
+Either way the candidates' cosines are taken from their int8 copies (`vec.vec`, `vec.scale`), the
+very numbers the SQLite archive fuses, so both backends give a unit the same score; twice the units
+asked for are fetched so that the int8 order decides the last places, as it does on SQLite, and
+equal cosines (one text in two sessions) keep the order their vectors were written in, as SQLite's
+scan of its index does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from ..search.messages import Filters
+from ..search.pg import filter_sql
+from ..storage.pg.vectors import PgVectors, vector_literal
+from ..storage.store import Store
+from .hybrid import CHECK_PER_HIT, VectorSearch, _role_codes, _scores
+from .units import KIND_MESSAGE
+
+
+class PgVectorSearch(VectorSearch):
+    """`VectorSearch` over a team archive whose server has pgvector (no index file: the server scans)."""
+
+    def __init__(self, store: Store, pg: PgVectors, model_id: str, load: Callable[[], Any]) -> None:
+        super().__init__(store, Path("."), model_id, load)  # no file: `index` is never asked here
+        self.pg = pg
+
+    def index(self) -> None:
+        return None
+
+    def nearest(self, query_vector: np.ndarray, filters: Filters, k: int) -> dict[int, float]:
+        """msg id -> cosine of the `k` nearest units the filters allow, best first."""
+        roles = _role_codes(filters.roles)
+        if roles is not None and not roles:  # only tool results asked for: none is a unit
+            return {}
+        narrowed = filters.active  # (`TeamFilters.active`: who wrote it too)
+        with self.store.read():
+            if narrowed or not self.pg.has_vector_index():
+                return _best(query_vector, self._exact(query_vector, filters, k * CHECK_PER_HIT), k)
+            ranked = _best(query_vector, self._by_index(query_vector, k * CHECK_PER_HIT), k * CHECK_PER_HIT)
+            return self._allowed(ranked, filters, k)  # echoes and the asking run out
+
+    def _exact(self, query_vector: np.ndarray, f: Filters, n: int) -> list[tuple[Any, ...]]:
+        where, params = filter_sql(f, cast(Any, self.store))
+        if not f.include_echoes:
+            where += " AND m.echo = 0"
+        if f.exclude_ids:
+            where += " AND NOT (m.id = ANY(%s))"
+            params.append(list(f.exclude_ids))
+        # `+ 0`: an expression no index orders by, so the scan is exact (the HNSW index would be
+        # walked first and filtered after, losing the units a selective filter keeps)
+        sql = f"""SELECT v.ref, v.vec, v.scale, v.id FROM vec v
+                  JOIN msg m ON m.id = v.ref JOIN session s ON s.id = m.session_id
+                  WHERE v.kind = {KIND_MESSAGE} AND v.model = %s AND {where}
+                  ORDER BY (v.emb {self.pg.distance_operator()} %s::{self.pg.vector_type()}) + 0 LIMIT %s"""
+        return self.store.rows(sql, [self.model_id, *params, vector_literal(query_vector), n])
+
+    def _by_index(self, query_vector: np.ndarray, n: int) -> list[tuple[Any, ...]]:
+        self.store.scalar("SELECT set_config('hnsw.ef_search', %s, true)", (str(max(n, 40)),))
+        sql = f"""SELECT v.ref, v.vec, v.scale, v.id FROM vec v WHERE v.kind = {KIND_MESSAGE} AND v.model = %s
+                  ORDER BY v.emb {self.pg.distance_operator()} %s::{self.pg.vector_type()} LIMIT %s"""
+        return self.store.rows(sql, [self.model_id, vector_literal(query_vector), n])
+
+
+def _best(query_vector: np.ndarray, rows: list[tuple[Any, ...]], k: int) -> dict[int, float]:
+    """msg id -> int8 cosine of the best `k` rows (ref, vec, scale, id), equal cosines in written order."""
+    scored = _scores(query_vector, [r[:3] for r in rows])
+    written = {int(r[0]): int(r[3]) for r in rows}
+    return dict(sorted(scored.items(), key=lambda kv: (-kv[1], written[kv[0]]))[:k])
