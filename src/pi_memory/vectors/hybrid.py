@@ -118,7 +118,7 @@ class VectorSearch:
         """msg id -> cosine of the `k` nearest units the filters allow, best first."""
         with self.store.read():
             sessions = self._allowed_sessions(filters)
-            roles = _role_codes(filters.roles)
+            roles = role_codes(filters.roles)
             if (sessions is not None and len(sessions) == 0) or (roles is not None and not roles):
                 return {}
             index = self.index()
@@ -132,7 +132,7 @@ class VectorSearch:
             return {}
         sql = f"SELECT ref, vec, scale FROM vec WHERE kind = ? AND model = ? AND {self.store.sql_in_list('ref')}"
         rows = self.store.rows(sql, (KIND_MESSAGE, self.model_id, self.store.list_param(msg_ids)))
-        return _scores(query_vector, rows)
+        return row_cosines(query_vector, rows)
 
     def _allowed_sessions(self, f: Filters) -> np.ndarray | None:
         """`vec_session` numbers of the sessions the filters allow; None: any session."""
@@ -199,7 +199,7 @@ class VectorSearch:
         if not vec_ids:
             return {}
         sql = f"SELECT ref, vec, scale FROM vec WHERE {self.store.sql_in_list('id')}"
-        return _scores(query_vector, self.store.rows(sql, (self.store.list_param(vec_ids),)))
+        return row_cosines(query_vector, self.store.rows(sql, (self.store.list_param(vec_ids),)))
 
     def _allowed(self, scored: dict[int, float], f: Filters, k: int) -> dict[int, float]:
         """The best `k` of the scored messages that every filter allows (echoes, the asking run too)."""
@@ -228,7 +228,7 @@ def _first(ranked: list[int], allowed: set[int], scored: dict[int, float], k: in
     return kept
 
 
-def _scores(query_vector: np.ndarray, rows: list[tuple[Any, ...]]) -> dict[int, float]:
+def row_cosines(query_vector: np.ndarray, rows: list[tuple[Any, ...]]) -> dict[int, float]:
     """msg id -> cosine, from (ref, int8 blob, scale) rows."""
     if not rows:
         return {}
@@ -237,7 +237,7 @@ def _scores(query_vector: np.ndarray, rows: list[tuple[Any, ...]]) -> dict[int, 
     return {int(r[0]): float(s) for r, s in zip(rows, scores, strict=True)}
 
 
-def _role_codes(roles: tuple[str, ...]) -> set[int] | None:
+def role_codes(roles: tuple[str, ...]) -> set[int] | None:
     """The unit roles a roles filter allows (None: all); an empty set: none of them is a unit."""
     if not roles:
         return None

@@ -35,7 +35,7 @@ from ..search.messages import Filters
 from ..search.pg import filter_sql
 from ..storage.pg.vectors import PgVectors, vector_literal
 from ..storage.store import Store
-from .hybrid import CHECK_PER_HIT, VectorSearch, _role_codes, _scores
+from .hybrid import CHECK_PER_HIT, VectorSearch, role_codes, row_cosines
 from .units import KIND_MESSAGE
 
 
@@ -51,7 +51,7 @@ class PgVectorSearch(VectorSearch):
 
     def nearest(self, query_vector: np.ndarray, filters: Filters, k: int) -> dict[int, float]:
         """msg id -> cosine of the `k` nearest units the filters allow, best first."""
-        roles = _role_codes(filters.roles)
+        roles = role_codes(filters.roles)
         if roles is not None and not roles:  # only tool results asked for: none is a unit
             return {}
         narrowed = filters.active  # (`TeamFilters.active`: who wrote it too)
@@ -85,6 +85,6 @@ class PgVectorSearch(VectorSearch):
 
 def _best(query_vector: np.ndarray, rows: list[tuple[Any, ...]], k: int) -> dict[int, float]:
     """msg id -> int8 cosine of the best `k` rows (ref, vec, scale, id), equal cosines in written order."""
-    scored = _scores(query_vector, [r[:3] for r in rows])
+    scored = row_cosines(query_vector, [r[:3] for r in rows])
     written = {int(r[0]): int(r[3]) for r in rows}
     return dict(sorted(scored.items(), key=lambda kv: (-kv[1], written[kv[0]]))[:k])
