@@ -68,11 +68,16 @@ def pgvector_admin_url() -> Iterator[str]:
 @pytest.fixture
 def pgvector_url(pgvector_admin_url: str) -> Iterator[str]:
     """A fresh schema of the pgvector server (the extension's types live in `public`, outside it)."""
+    yield from fresh_schema(pgvector_admin_url)
+
+
+def fresh_schema(admin_url: str) -> Iterator[str]:
+    """A URL whose tables live in a new schema of the server, dropped afterwards."""
     schema = "t_" + uuid.uuid4().hex[:12]
-    with connect(pgvector_admin_url) as conn:
+    with connect(admin_url) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
-    yield with_schema(pgvector_admin_url, schema)
-    with connect(pgvector_admin_url) as conn:
+    yield with_schema(admin_url, schema)
+    with connect(admin_url) as conn:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
@@ -98,13 +103,7 @@ def connect(url: str):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def pg_url(pg_admin_url: str) -> Iterator[str]:
     """A URL whose tables live in a fresh schema of the test server."""
-    base = pg_admin_url
-    schema = "t_" + uuid.uuid4().hex[:12]
-    with connect(base) as conn:
-        conn.execute(f"CREATE SCHEMA {schema}")
-    yield with_schema(base, schema)
-    with connect(base) as conn:
-        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    yield from fresh_schema(pg_admin_url)
 
 
 @pytest.fixture
