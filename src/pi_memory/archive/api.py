@@ -30,7 +30,7 @@ from ..runs.detail import MessageDetail, RunWindow, is_address, parse_address, r
 from ..runs.forget import ForgetPlan, plan_target
 from ..runs.table import RunInfo, address_of, get_run, list_runs, parse_run_id
 from ..search.messages import Filters, Hit, Searcher, SessionHit, current_run_ids, rank_sessions
-from ..search.runs import RunHit, RunSearcher, check_kinds
+from ..search.runs import RunFilters, RunHit, RunSearcher, check_kinds
 from ..storage.pg import pg_url
 from ..storage.presence import OpeningLock
 from ..storage.store import Store, decode_text, default_db_path, file_id
@@ -453,18 +453,10 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
                 extra = (f"({extra[0]}) AND NOT (r.id IN ({runs_of}))", [*extra[1], self.store.list_param(under_way)])
         session_id = self.resolve_session(session) if session else None
         kind_filter = check_kinds(tuple(kinds))
-        return searcher.search(
-            str(query),
-            limit,
-            project or None,
-            since_ms,
-            session_id,
-            path or None,
-            kind_filter,
-            extra,
-            agent=agent or None,
-            echoes=include_echoes,
+        filters = RunFilters(
+            project or None, since_ms, session_id, path or None, kind_filter, extra, agent or None, include_echoes
         )
+        return searcher.search(str(query), limit, filters)
 
     def read_address(
         self, address: str, offset: int = 0, raw: bool = False, thinking: bool = False

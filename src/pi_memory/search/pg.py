@@ -58,7 +58,7 @@ from .messages import (
 )
 from .messages import filter_sql as shared_filter_sql
 from .runs import DF_EXACT_CAP as RUN_DF_EXACT_CAP
-from .runs import RunHit, RunSearcher
+from .runs import RunFilters, RunHit, RunSearcher
 
 if TYPE_CHECKING:
     from ..storage.pg.store import PgStore
@@ -259,22 +259,10 @@ class PgRunSearcher(RunSearcher):
         super().__init__(cast("Store", store))
         self.pg = store
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        project: str | None = None,
-        since_ms: int | None = None,
-        session_id: str | None = None,
-        path: str | None = None,
-        kinds: tuple[str, ...] = (),
-        extra: tuple[str, list[Any]] = ("TRUE", []),
-        agent: str | None = None,
-        echoes: bool = False,
-    ) -> list[RunHit]:
+    def search(self, query: str, limit: int = 10, filters: RunFilters | None = None) -> list[RunHit]:
         with self.pg.searching():
             self.df_cache.check(self.pg.counters().get("run_docs", 0))
             todo = [t for t in query_tokens(query) if self.df_cache.get(t.text) is None]
             for text, count in self.pg.run_summary_dfs(todo, RUN_DF_EXACT_CAP).items():
                 self.df_cache.put(text, count)
-            return super().search(query, limit, project, since_ms, session_id, path, kinds, extra, agent, echoes)
+            return super().search(query, limit, filters)

@@ -106,32 +106,40 @@ def path_sql_for_messages(path: str) -> tuple[str, list[Any]]:
 # --- the summary track ----------------------------------------------------------------
 
 
-def summary_filter_sql(
-    store: Store,
-    project: str | None,
-    since_ms: int | None,
-    session_id: str | None,
-    path: str | None,
-    kinds: tuple[str, ...] = (),
-    agent: str | None = None,
-    extra: tuple[str, list[Any]] = ("TRUE", []),
-) -> tuple[str, list[Any]]:
+@dataclass(frozen=True)
+class RunFilters:
+    """What a summary-track search keeps (the defaults: every run but those that only asked the
+    archive). `extra` is one more condition over `run r` (a team archive's who-wrote-it filter, a
+    time bound, the asking run left out); `echoes` keeps the runs that only asked the archive
+    (`core.echo`)."""
+
+    project: str | None = None
+    since_ms: int | None = None
+    session_id: str | None = None
+    path: str | None = None
+    kinds: tuple[str, ...] = ()
+    extra: tuple[str, list[Any]] = ("TRUE", [])
+    agent: str | None = None
+    echoes: bool = False
+
+
+def summary_filter_sql(store: Store, f: RunFilters) -> tuple[str, list[Any]]:
     """The summary track's filters as one condition over `run r JOIN session s` (the vector side of a
     hybrid summary search applies the same)."""
-    clauses, params = run_filters(project, since_ms, session_id)
-    if agent:
+    clauses, params = run_filters(f.project, f.since_ms, f.session_id)
+    if f.agent:
         clauses.append("s.agent = ?")
-        params.append(agent)
-    if path:
+        params.append(f.agent)
+    if f.path:
         clauses.append(f"r.id IN (SELECT f.run_id FROM run_file f WHERE {path_match_sql('f.path')})")
-        params += path_params(path)
-    if kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
+        params += path_params(f.path)
+    if f.kinds:  # runs holding a message of one of these kinds (e.g. runs with a tool error)
         clauses.append(
-            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(kinds, store)})"
+            f"r.id IN (SELECT rm.run_id FROM run_msg rm JOIN msg m ON m.id = rm.msg_id WHERE {kind_sql(f.kinds, store)})"
         )
-    if extra[0] != NO_FILTER[0]:  # else the stores' unfiltered plans (no join per candidate)
-        clauses.append(extra[0])
-        params += extra[1]
+    if f.extra[0] != NO_FILTER[0]:  # else the stores' unfiltered plans (no join per candidate)
+        clauses.append(f.extra[0])
+        params += f.extra[1]
     return " AND ".join(clauses), params
 
 
@@ -145,24 +153,9 @@ class RunSearcher:
         self.df_cache = DfCache()
         self._average: tuple[int, float] | None = None  # (df cache generation, mean length in tokens)
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        project: str | None = None,
-        since_ms: int | None = None,
-        session_id: str | None = None,
-        path: str | None = None,
-        kinds: tuple[str, ...] = (),
-        extra: tuple[str, list[Any]] = ("TRUE", []),
-        agent: str | None = None,
-        echoes: bool = False,
-    ) -> list[RunHit]:
-        """Runs whose navigation summary matches the query, best first.
-
-        `extra` is one more condition over `run r` (a team archive's who-wrote-it filter). Runs that
-        only asked the archive (`core.echo`) are left out unless `echoes`.
-        """
+    def search(self, query: str, limit: int = 10, filters: RunFilters | None = None) -> list[RunHit]:
+        """Runs whose navigation summary matches the query, best first, among those `filters` keep."""
+        filters = filters or RunFilters()
         tokens = query_tokens(query)
         if not tokens:
             return []
@@ -174,10 +167,10 @@ class RunSearcher:
             present = sorted((t for t in tokens if df[t.text] > 0), key=lambda t: (df[t.text], t.text))
             if not present:
                 return []
-            where, params = summary_filter_sql(store, project, since_ms, session_id, path, kinds, agent, extra)
+            where, params = summary_filter_sql(store, filters)
             weights = ranking.token_weights(present, df, n_runs, normalize(query))
             # the filters apply while candidates are chosen: a session's old runs are not crowded out
-            candidates = _candidates(store, present, df, weights, (where, params), echoes)
+            candidates = _candidates(store, present, df, weights, (where, params), filters.echoes)
             sql = f"""SELECT {RUN_COLUMNS} FROM run r JOIN session s ON s.id = r.session_id
                       WHERE {store.sql_in_list("r.id")} AND {where}"""
             runs = [run_from_row(r) for r in store.rows(sql, [store.list_param(candidates)] + params)]

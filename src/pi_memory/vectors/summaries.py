@@ -23,7 +23,7 @@ import numpy as np
 
 from ..core.echo import ECHO_TOKEN
 from ..runs.table import RUN_COLUMNS, run_from_row
-from ..search.runs import MAX_LIMIT, RunHit, RunSearcher, summary_filter_sql
+from ..search.runs import MAX_LIMIT, RunFilters, RunHit, RunSearcher, summary_filter_sql
 from ..storage.pg.vectors import PgVectors
 from ..storage.store import Store
 from . import fuse
@@ -126,31 +126,18 @@ class HybridRunSearcher:
         self.mode = mode
         self.store = lexical.store
 
-    def search(
-        self,
-        query: str,
-        limit: int = 10,
-        project: str | None = None,
-        since_ms: int | None = None,
-        session_id: str | None = None,
-        path: str | None = None,
-        kinds: tuple[str, ...] = (),
-        extra: tuple[str, list[Any]] = ("TRUE", []),
-        agent: str | None = None,
-        echoes: bool = False,
-    ) -> list[RunHit]:
+    def search(self, query: str, limit: int = 10, filters: RunFilters | None = None) -> list[RunHit]:
+        filters = filters or RunFilters()
         limit = max(1, min(int(limit), MAX_LIMIT))
         pending_vector = self.vectors.embed_query(query)
         lexical: list[RunHit] = []
         if self.mode == "hybrid":
             depth = max(limit, LEXICAL_DEPTH)
-            lexical = self.lexical.search(
-                query, depth, project, since_ms, session_id, path, kinds, extra, agent=agent, echoes=echoes
-            )
+            lexical = self.lexical.search(query, depth, filters)
         query_vector = pending_vector.result()
         with self.store.read():
-            where = summary_filter_sql(self.store, project, since_ms, session_id, path, kinds, agent, extra)
-            allowed = allowed_runs(self.store, where, echoes)
+            where = summary_filter_sql(self.store, filters)
+            allowed = allowed_runs(self.store, where, filters.echoes)
             lexical_scores = {h.run.id: h.score for h in lexical}
             nearest, cosines = self.runs.nearest(query_vector, allowed, max(limit, FUSE_DEPTH), list(lexical_scores))
             if self.mode == "semantic":
