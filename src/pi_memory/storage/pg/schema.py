@@ -665,6 +665,10 @@ END $$;
 """
 MIGRATIONS.append(("m014_pgvector", PGVECTOR_COLUMN))
 
+# A project filter is `s.project = ? OR s.cwd = ?` (`runs.table.run_filters`), as in the SQLite
+# archive (m017_session_cwd): both columns indexed, the filter starts from the project's sessions
+MIGRATIONS.append(("m015_session_cwd", "CREATE INDEX IF NOT EXISTS session_cwd ON session(cwd);"))
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """
