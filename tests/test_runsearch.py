@@ -130,3 +130,15 @@ def test_an_old_run_is_found_by_its_rare_word_and_common_words_look_at_the_newes
     assert {h.run.session_id for h in common} == {f"run{k:05d}-0001" for k in range(15, 20)}
     (in_session,) = archive.search("部署", scope="summary", session="run00002-0001")
     assert in_session.run.session_id == "run00002-0001"  # the filter applies while candidates are chosen
+
+
+def test_a_project_filter_on_runs_starts_from_the_project_s_sessions_not_every_run(tmp_path: Path) -> None:
+    # `s.project = ? OR s.cwd = ?`: both columns indexed, or SQLite reads every run to apply it
+    from pi_memory.runs.table import run_filters
+
+    clauses, params = run_filters("demo", None, None)
+    sql = f"SELECT r.id FROM run r JOIN session s ON s.id = r.session_id WHERE {' AND '.join(clauses)}"
+    with Archive.open(tmp_path / "a.db") as archive:
+        plan = " | ".join(str(row[3]) for row in archive.store.rows(f"EXPLAIN QUERY PLAN {sql}", params))
+    assert "session_cwd" in plan and "session_project" in plan, plan
+    assert "SCAN r" not in plan, plan
