@@ -49,7 +49,9 @@ with Archive.open(db) as archive:
     store = archive.store
     handler = store.conn.getbusyhandler() if hasattr(store.conn, "getbusyhandler") else None
     from pi_memory.storage import store as store_module
-    waiter = store_module._busy_waiter(store._line.busy)
+    # the store's own limit (a spooling capture waits LIVE_WAIT_S), where the code measured has one
+    limit = [lambda: store.busy_limit_s] if hasattr(store, "busy_limit_s") else []
+    waiter = store_module._busy_waiter(store._line.busy, *limit)
     def timed_wait(retries, _w=waiter):
         t = time.perf_counter()
         try:
@@ -84,7 +86,9 @@ with Archive.open(db) as archive:
         if i % turn == 0:  # a pi turn ends: the bridge's idle moment
             archive.catch_up()
             archive.checkpoint()
-print(json.dumps({"service": service, "response": response, "slow": slow, "acked": acked}))
+    live = archive.live
+spooled, longest = getattr(live, "spooled", 0), getattr(live, "longest_wait_s", 0.0)  # close wrote the rest
+print(json.dumps({"service": service, "response": response, "slow": slow, "acked": acked, "spooled": spooled, "spool_wait_ms": longest * 1000}))
 """
 
 SEARCHER = r"""
@@ -188,6 +192,10 @@ def phase(src: Path, base: Path, crowd: Path, work: Path, args: argparse.Namespa
         "search_ms": latency_summary(searches),
         "import": {**json.loads(report_text), "seconds_with_crowd": round(import_s, 1)},
         "lost": lost,
+        # captures kept in their writer's spool because the lock was taken, and the longest one
+        # waited there before its writer wrote it (the lag a search by another process could see)
+        "spooled": sum(r.get("spooled", 0) for r in results),
+        "spool_wait_max_ms": round(max((r.get("spool_wait_ms", 0.0) for r in results), default=0.0), 1),
         "slowest": slow[:12],
     }
 
@@ -270,6 +278,8 @@ def main() -> None:
                 "resp p99",
                 "search p95",
                 "import s",
+                "spooled",
+                "spool max ms",
                 "lost",
             ],
             [
@@ -284,6 +294,8 @@ def main() -> None:
                     r["response_ms"]["p99"],
                     r["search_ms"]["p95"],
                     r["import"]["seconds_with_crowd"],
+                    r["spooled"],
+                    r["spool_wait_max_ms"],
                     r["lost"],
                 ]
                 for r in rows

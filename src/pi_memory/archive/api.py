@@ -8,6 +8,7 @@ own. Methods return plain dataclasses with `to_dict()` for JSON front ends.
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..core.sources.readers import AGENTS, existing_roots, session_roots
 from ..core.text import clip, other_script_chars
 from ..errors import ArchiveError, BadInput, CorruptDatabase, NotFound
 from ..ingest import retention
+from ..ingest.capture import adopt_orphans
 from ..ingest.importer import Importer, ImportReport
 from ..ingest.retention import Advice
 from ..ingest.tail import Follower
@@ -60,6 +62,16 @@ def open_team_with(opener: Callable[[str], Archive]) -> None:
     _team_opener = opener
 
 
+def _adopting_spools(store: Store) -> Store:
+    """A store whose archive's orphaned live spools (a bridge killed while the lock was taken) are
+    written (`ingest/spool.py`). Never fatal: what cannot be written now waits for the next opener."""
+    try:
+        adopt_orphans(store)
+    except (apsw.Error, OSError) as exc:
+        print(f"pi-memory: live captures left by a stopped process wait for the next start: {exc}", file=sys.stderr)
+    return store
+
+
 class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, SemanticMethods):
     """A session archive in one SQLite file."""
 
@@ -84,15 +96,16 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
             return _team_opener(url)
         db_path = Path(path).expanduser() if path else default_db_path()
         try:
-            return cls(Store.open(db_path))
+            store = Store.open(db_path)
         except CorruptDatabase as exc:
             if not recover:
                 raise
             moved = recover_from(db_path, exc)
-            archive = cls(Store.open(db_path))
+            archive = cls(_adopting_spools(Store.open(db_path)))
             archive.recovered_from = moved
             archive.recovery_reason = exc.detail
             return archive
+        return cls(_adopting_spools(store))
 
     recovered_from: Path | None = None
     recovery_reason: str | None = None
@@ -100,6 +113,8 @@ class Archive(MemoryMethods, SessionMethods, UsageMethods, ProvenanceMethods, Se
 
     def close(self) -> None:
         self.close_semantic()
+        if self._live is not None:
+            self._live.close()  # what its captures spooled is written first
         self.store.close()
 
     def preload_search(self) -> None:

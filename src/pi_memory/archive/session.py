@@ -184,13 +184,16 @@ class SessionMethods:
 
     def live_mode(self) -> None:
         """For a long-lived host (the bridge): live writes leave their after-write hooks (runs) and
-        WAL checkpoints for an idle moment, `catch_up` and `checkpoint`."""
+        WAL checkpoints for an idle moment, `catch_up` and `checkpoint`, and a capture that finds the
+        write lock taken keeps its message in a spool until then (`ingest/spool.py`)."""
         self.store.defer_checkpoints()
         self.store.defer_hooks()
+        self.live.use_spool()
 
     def catch_up(self) -> bool:
-        """Run the after-write hooks that live writes put off; True if any ran."""
-        return run_deferred_hooks(self.store)
+        """Write what live captures spooled and run the after-write hooks they put off; True if any ran."""
+        drained = self._live.drain() > 0 if self._live is not None else False
+        return run_deferred_hooks(self.store) or drained
 
     def checkpoint(self) -> None:
         self.store.checkpoint()

@@ -147,17 +147,22 @@ def _create_private_file(path: Path) -> None:
 BUSY_POLL_S = 0.001
 
 
-def _busy_waiter(on_first_look: Callable[[], None] = lambda: None) -> Callable[[int], bool]:
-    """A busy handler: look again every `BUSY_POLL_S` until `BUSY_TIMEOUT_MS` has passed.
-    `on_first_look` runs when a wait starts (a writer announces it waits: `waiting.py`)."""
+def _busy_waiter(
+    on_first_look: Callable[[], None] = lambda: None, limit_s: Callable[[], float] = lambda: BUSY_TIMEOUT_MS / 1000
+) -> Callable[[int], bool]:
+    """A busy handler: look again every `BUSY_POLL_S` until `limit_s()` has passed (`BUSY_TIMEOUT_MS`
+    unless `Store.waiting_at_most`). `on_first_look` runs when a wait starts (a writer announces
+    it waits: `waiting.py`)."""
     started: list[float] = []
 
     def wait(retries: int) -> bool:
         now = time.monotonic()
         if retries == 0:
+            if limit_s() <= 0:
+                return False  # only if free now: no sleep, no announcement
             started[:] = [now]
             on_first_look()
-        elif not started or now - started[0] > BUSY_TIMEOUT_MS / 1000:
+        elif not started or now - started[0] > limit_s():
             return False
         time.sleep(BUSY_POLL_S)
         return True
@@ -239,7 +244,7 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
         return store
 
     def _configure(self) -> None:
-        self.conn.setbusyhandler(_busy_waiter(self._line.busy))
+        self.conn.setbusyhandler(_busy_waiter(self._line.busy, lambda: self.busy_limit_s))
         # a new file's pages: 8 KB instead of 4 KB leave less of each page unused around rows of ~1 KB
         # (~70 bytes a message on the 625-char mix); no effect on an existing file (WAL fixes it)
         self.conn.execute("PRAGMA page_size=8192")
@@ -630,6 +635,26 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
         """
         self.deferred_hooks = {}
         self.index_deferred = True
+
+    # how long a write waits for the lock before `apsw.BusyError` (`waiting_at_most`)
+    busy_limit_s = BUSY_TIMEOUT_MS / 1000
+    # a live writer that finds the lock taken may keep its capture in a spool file (`ingest/spool.py`)
+    spools_live_writes = True
+
+    @property
+    def write_transactions(self) -> int:
+        """Write transactions this connection began (`write`)."""
+        return self._txn
+
+    @contextmanager
+    def waiting_at_most(self, seconds: float) -> Iterator[None]:
+        """Writes inside wait at most `seconds` for the lock, then raise `apsw.BusyError` (a live
+        capture that keeps its message in its spool instead)."""
+        before, self.busy_limit_s = self.busy_limit_s, seconds
+        try:
+            yield
+        finally:
+            self.busy_limit_s = before
 
     def defer_checkpoints(self) -> None:
         """This connection never checkpoints inside a commit; its owner calls `checkpoint()` when idle."""
