@@ -244,3 +244,36 @@ def test_a_capture_the_spool_cannot_take_waits_for_the_lock_instead(
         other.close()
     assert isinstance(msg_id, int) and live.live.spooled == 0
     assert texts(live.path, "s1") == ["waited for"]
+
+
+def test_a_spool_whose_writing_is_cut_by_another_writer_is_kept_whole_and_written_once_later(
+    live: Archive, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_memory.storage import writes
+    from pi_memory.storage.store import Store
+
+    with lock_held(live.path):
+        live.capture_message("s1", message("one", 1_796_000_000_000))
+        live.capture_message("s1", message("two", 1_796_000_001_000))
+    monkeypatch.setattr(writes, "_fits", lambda *_a: False)  # a transaction a message
+    other = apsw.Connection(str(live.path))
+    plain_write = Store.write
+
+    @contextmanager
+    def then_taken(self: Store) -> Iterator[None]:
+        with plain_write(self):
+            yield
+        if not other.in_transaction:
+            other.execute("BEGIN IMMEDIATE")  # another writer takes the lock between two transactions
+
+    monkeypatch.setattr(Store, "write", then_taken)
+    try:
+        assert live.capture_message("s1", message("three", 1_796_000_002_000)) is None  # no error
+        assert texts(live.path, "s1") == ["one"]
+        assert len(live.live.spool or []) == 3
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        monkeypatch.setattr(Store, "write", plain_write)
+    live.catch_up()
+    assert texts(live.path, "s1") == ["one", "two", "three"]

@@ -324,13 +324,13 @@ class LiveCapture:
         try:
             with nullcontext() if wait else self.store.waiting_at_most(LIVE_WAIT_S):
                 self._write_units(units)
-        except BaseException:
+        except BaseException as exc:
             # nothing written: the same units serve the next try; else they are built again from the
             # records, and what the first transactions wrote is found again by its hash
             self._waiting = units if self.store.write_transactions == began else None
-            if wait or self.store.write_transactions != began:
+            if wait or not isinstance(exc, apsw.BusyError):
                 raise
-            return 0
+            return 0  # the lock was taken again between two of its transactions: all kept
         if self.spool.since is not None:
             self.longest_wait_s = max(self.longest_wait_s, time.monotonic() - self.spool.since)
         self.spool.clear()
