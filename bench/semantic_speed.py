@@ -18,9 +18,9 @@ vectors emptied), the vectors written through the same `write_vectors` (the floa
 `vec.emb`, the HNSW index `vec_emb` kept up by the server as they go in), then `VACUUM ANALYZE`, as
 autovacuum would after a bulk load, the index walked `--warm-walks` times with the archive's own
 vectors (its pages in the server's buffers as far as they fit, as on a server in use), and the same
-queries timed the same way. `--pg wheel` starts a
-throw-away server from the `pgserver` wheel the test extra installs (`tests/pg_server.py`:
-PostgreSQL 16, pgvector 0.6, its default settings and `fsync=off`), stopped at the end.
+queries timed the same way. `--pg wheel` starts a throw-away server from the `pgserver` wheel the
+test extra installs (`tests/pg_server.py`: PostgreSQL 16, pgvector 0.6, its default settings and
+`fsync=off`), stopped at the end.
 
     python bench/semantic_speed.py --corpus ../shared/corpora --messages 300000 --work /tmp/pi-memory-semantic \
         --json bench/results/semantic_speed.json
@@ -123,7 +123,7 @@ def vacuum_analyze(url: str, tables: str) -> float:
 def warm_index(archive: Archive, walks: int) -> float:
     """A team server in use holds its HNSW index's pages in its buffers, as far as they fit; one just
     restarted, or whose vectors were just written, does not (with 128 MB of shared buffers a query's
-    first walk of the 217 MB index at 106k units read ~2,500 of its ~4,300 pages from the OS, 26 ms,
+    first walk of the 217 MB index at 106k units read 2,500-2,950 of its ~4,300 pages from the OS, 26 ms,
     its second 6-10 ms). So before timing, the index is walked as a search walks it with `walks` of
     the archive's own vectors (not the queries'); returns the seconds it took."""
     store: Any = archive.store
