@@ -176,6 +176,8 @@ class Background:
     than where it started are looked at again (and the summaries and memories, if any changed).
     """
 
+    floor_slack = 0  # ids below the highest seen that a later pass looks at again
+
     def __init__(self, store: Store, db_path: Path, load: Callable[[], Embedder]) -> None:
         self.store = store
         self.db_path = db_path
@@ -192,10 +194,11 @@ class Background:
         self.idle_since: float | None = None  # when a pass last found nothing
         self.embedded = 0
         self.failed: str | None = None
+        self.stopped: str | None = None  # why this job leaves the archive alone (not a failure)
 
     def due(self, now: float | None = None) -> bool:
         """Whether `step` has work or should look for some."""
-        if self.failed is not None:
+        if self.failed is not None or self.stopped is not None:
             return False
         if self.inflight is not None or self.idle_since is None:
             return True
@@ -217,8 +220,9 @@ class Background:
         if self.model is None:
             self.model = self.load()
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pi-memory-embed")
-            if drop_other_models(self.store, self.model.id):
-                self.top = self.cursor = self.floor = self.keyed_seen = None
+            self._adopt_model(self.model.id)
+            if self.stopped is not None:
+                return
         model, worker = self.model, self.worker
         assert worker is not None
         if self.top is None:
@@ -233,7 +237,7 @@ class Background:
             return
         units = pending(self.store, model.id, BACKGROUND_BATCH, until_id=self.cursor, above_id=self.floor)
         if not units:
-            self.floor, self.top, self.cursor = self.top - 1, None, None
+            self.floor, self.top, self.cursor = self.top - 1 - self.floor_slack, None, None
             self.idle_since = time.monotonic()
             return
         self.idle_since = None
@@ -241,6 +245,17 @@ class Background:
         texts = [model.cut(u.text) for u in units]
         future = worker.submit(model.passages, texts)
         self.inflight = (lambda vectors: write_vectors(self.store, model.id, units, texts, vectors), future, True)
+
+    def _adopt_model(self, model: str) -> None:
+        """Before the first batch: another model's vectors go, as in `embed`."""
+        if drop_other_models(self.store, model):
+            self.top = self.cursor = self.floor = self.keyed_seen = None
+
+    def _back_off(self) -> None:
+        """Another process embeds this archive: leave the work to it, and look again later."""
+        self.idle_since = time.monotonic()
+        self.keyed_seen = None
+        self.changing = []
 
     def _changing(self) -> list[KeyedUnit]:
         """The run summaries and memories due, worked out again only when one of them (or their
@@ -261,10 +276,8 @@ class Background:
         self.inflight = None
         vectors = future.result()
         with scan.writer_lock(self.db_path, wait=False) as got:
-            if not got:  # another process embeds this archive: leave the work to it
-                self.idle_since = time.monotonic()
-                self.keyed_seen = None
-                self.changing = []
+            if not got:
+                self._back_off()
                 return
             self.embedded += write(vectors)
             if messages:
