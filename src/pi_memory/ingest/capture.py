@@ -15,9 +15,9 @@ and re-keys it to the file's identity, so a later `pi-memory import` of the
 file does not add it a second time. It keeps its live time, the moment it was
 made: pi may stamp the entry after the next message was already made.
 
-A long-lived host (`use_spool`, the bridge) never waits long for the write
-lock: a capture that cannot have it within `LIVE_WAIT_S` is kept in the
-process's spool (`spool.py`) and written by a later capture or the idle moment.
+A long-lived host (`use_spool`, the bridge) never waits for the write lock: a
+capture that cannot have it at once is kept in the process's spool
+(`spool.py`) and written by a later capture or the idle moment.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class LiveCapture:
         self.longest_wait_s = 0.0  # the longest a spooled capture waited before it was written
 
     def use_spool(self) -> None:
-        """A long-lived host's captures never wait long for the write lock (`spool.py`); it calls
+        """A long-lived host's captures never wait for the write lock (`spool.py`); it calls
         `drain` (`Archive.catch_up`) when idle and `close` at the end."""
         if self.spool is None and spools.supported() and getattr(self.store, "spools_live_writes", False):
             self.spool = spools.Spool(self.store.path)
@@ -313,7 +313,7 @@ class LiveCapture:
 
     def drain(self, wait: bool = True) -> int:
         """Write what the spool holds, in order, in as few transactions as the write path cuts; how many
-        records. `wait=False`: only if the lock is free within `LIVE_WAIT_S` (else 0, all kept)."""
+        records. `wait=False`: only if the lock is free (within `LIVE_WAIT_S`; else 0, all kept)."""
         if not self.spool:
             return 0
         units = self._waiting
