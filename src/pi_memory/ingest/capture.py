@@ -303,10 +303,12 @@ class LiveCapture:
         self._write_units([unit])
         return unit.added[0] if unit.added else None
 
-    def _write_units(self, units: list[SessionWrite]) -> None:
+    def _write_units(self, units: list[SessionWrite], index_now: bool = False) -> None:
+        """`index_now`: tokenized here and indexed in the write even on a deferring store (the idle
+        moment writing a spool: one transaction where the pending index would take a second)."""
         for unit in units:
             self._ensure_known(unit.session_id, _first_ts(unit))
-            if not self.store.index_deferred:
+            if index_now or not self.store.index_deferred:
                 for m in unit.messages:
                     m.prepare()  # tokenize before the transaction (a deferring store tokenizes when idle)
         self.store.write_sessions(units)  # the one write path (`storage.writes.write_sessions`)
@@ -323,7 +325,7 @@ class LiveCapture:
         began = self.store.write_transactions
         try:
             with nullcontext() if wait else self.store.waiting_at_most(LIVE_WAIT_S):
-                self._write_units(units)
+                self._write_units(units, index_now=wait)
         except BaseException as exc:
             # nothing written: the same units serve the next try; else they are built again from the
             # records, and what the first transactions wrote is found again by its hash
