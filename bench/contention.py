@@ -10,8 +10,10 @@ included) and from its scheduled moment (what a waiting request would see), and 
 of every message it was told was written; afterwards every such message must be in the archive.
 For each capture over `--slow-ms` the writer notes what its connection waited for (`busy`: the
 write lock, in SQLite's busy handler) and the rest, so a tail can be told apart: the lock held by
-someone, or this process's own work (a checkpoint, a dictionary). `--baseline REV` runs the same
-phases with another revision's code in the same run.
+someone, or this process's own work (a checkpoint, a dictionary). A capture that found the lock
+taken may be kept in its writer's spool (`ingest/spool.py`): the table says how many were, and the
+longest one waited there before its writer wrote it (what a search by another process could miss
+meanwhile). `--baseline REV` runs the same phases with another revision's code in the same run.
 
     python bench/contention.py --corpus ../shared/corpora --baseline main --json bench/results/contention.json
 """

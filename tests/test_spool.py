@@ -277,3 +277,13 @@ def test_a_spool_whose_writing_is_cut_by_another_writer_is_kept_whole_and_writte
         monkeypatch.setattr(Store, "write", plain_write)
     live.catch_up()
     assert texts(live.path, "s1") == ["one", "two", "three"]
+
+
+def test_the_idle_moment_indexes_a_spool_in_the_write_that_archives_it(live: Archive) -> None:
+    from pi_memory.storage.pending import INDEX_PENDING
+
+    with lock_held(live.path):
+        live.capture_message("s1", message("spooled then indexed at once", 1_796_000_000_000))
+    live.live.drain()
+    assert live.store.scalar("SELECT count(*) FROM msg WHERE indexed = ?", (INDEX_PENDING,)) == 0
+    assert [h.text for h in live.search("indexed")] == ["spooled then indexed at once"]

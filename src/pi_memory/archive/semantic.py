@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from ..errors import BadInput
+from ..errors import ArchiveError, BadInput
 from ..search.messages import Searcher
 from ..search.runs import RunSearcher
 from ..storage.pg.vectors import PgVectors
@@ -48,6 +48,9 @@ class SemanticMethods:
     _model_error: str | None = None
     _installed: bool | None = None  # the extra, looked for once per archive object
     _embedder: Any = None  # `use_embedder`'s, instead of the package's model
+    _enable_tried = False  # background embedding tried to add a team archive's vector column
+    _no_team_vectors: str | None = None  # why that did not work
+    _said: str | None = None  # why background embedding does nothing, as last told
 
     @property
     def path(self) -> Path:  # pragma: no cover - `Archive.path`
@@ -135,20 +138,64 @@ class SemanticMethods:
     def _load_model(self) -> Any:
         return self._embedder if self._embedder is not None else vmodel.load()
 
-    def embed_when_idle(self) -> bool:
+    def embed_when_idle(self, say: Callable[[str], None] | None = None) -> bool:
         """One short step of background embedding (a bridge or `watch` calls it when idle); returns
-        whether more is due soon. Never raises: a failure is kept for `status` and ends the work."""
-        if self.is_team or not self._has_extra():  # a team archive is embedded by `pi-memory embed`
+        whether more is due soon. Never raises: a failure is kept for `status` and ends the work.
+        `say`: told, once, why nothing is embedded here (a team archive's server without pgvector,
+        another model's vectors, a failure)."""
+        if not self._has_extra():
             return False
-        if self._background is None:
+        try:
+            background = self._background or self._new_background()
+        except ArchiveError as exc:  # a team archive's server that did not answer: try again later
+            self._say_once(say, str(exc))
+            return False
+        if background is None:
+            self._say_once(say, self._no_team_vectors or self._why_not_semantic())
+            return False
+        if background.due():
+            background.step()
+            if background.model is None:  # (a write that failed is not the model's failure)
+                self._model_error = background.failed
+        self._say_once(say, background.stopped or background.failed)
+        return background.due()
+
+    def _new_background(self) -> Background | None:
+        """The background job of this archive, None while a team archive has no pgvector."""
+        if not self.is_team:
             from ..vectors.embed import Background
 
             self._background = Background(self.store, self.path, self._load_model)
-        background = self._background
-        if background.due():
-            background.step()
-            self._model_error = background.failed
-        return background.due()
+            return self._background
+        with cast(Any, self.store).errors():  # a driver error is one line (`PgStore.errors`)
+            team = self._background_team_vectors()
+        if team is None:
+            return None
+        from ..vectors.embed import TeamBackground
+
+        self._background = TeamBackground(self.store, team, self._load_model)
+        return self._background
+
+    def _background_team_vectors(self) -> PgVectors | None:
+        """A team archive's pgvector rows for background embedding: the column added first when the
+        server has the extension now, as `embed` does (tried once: a writer that may not add it is
+        told once, and a bridge sees the column another process's `embed` adds, `vector_home`)."""
+        team = self._team_vectors()
+        if team is not None or self._enable_tried:
+            return team
+        self._enable_tried = True
+        try:
+            with cast(Any, self.store).errors():  # e.g. a writer that does not own `vec`
+                self._enable_team_vectors()
+        except ArchiveError as exc:  # (`BadInput` too) no pgvector, or not ours to add: lexical, said once
+            self._no_team_vectors = str(exc).removeprefix("cannot embed: ")
+            return None
+        return self._team_vectors()
+
+    def _say_once(self, say: Callable[[str], None] | None, why: str | None) -> None:
+        if say is not None and why is not None and why != self._said:
+            say(f"semantic recall: no background embedding: {why}")
+            self._said = why
 
     def close_semantic(self) -> None:
         if self._background is not None:

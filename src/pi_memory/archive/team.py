@@ -55,6 +55,7 @@ class PgArchive(Archive):
         return cls(PgStore.connect(url))
 
     def close(self) -> None:
+        self.close_semantic()  # the background job's worker, and its claim on the embedder lock
         self.pg.close()
 
     @property

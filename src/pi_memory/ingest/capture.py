@@ -15,9 +15,9 @@ and re-keys it to the file's identity, so a later `pi-memory import` of the
 file does not add it a second time. It keeps its live time, the moment it was
 made: pi may stamp the entry after the next message was already made.
 
-A long-lived host (`use_spool`, the bridge) never waits long for the write
-lock: a capture that cannot have it within `LIVE_WAIT_S` is kept in the
-process's spool (`spool.py`) and written by a later capture or the idle moment.
+A long-lived host (`use_spool`, the bridge) never waits for the write lock: a
+capture that cannot have it at once is kept in the process's spool
+(`spool.py`) and written by a later capture or the idle moment.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class LiveCapture:
         self.longest_wait_s = 0.0  # the longest a spooled capture waited before it was written
 
     def use_spool(self) -> None:
-        """A long-lived host's captures never wait long for the write lock (`spool.py`); it calls
+        """A long-lived host's captures never wait for the write lock (`spool.py`); it calls
         `drain` (`Archive.catch_up`) when idle and `close` at the end."""
         if self.spool is None and spools.supported() and getattr(self.store, "spools_live_writes", False):
             self.spool = spools.Spool(self.store.path)
@@ -303,17 +303,19 @@ class LiveCapture:
         self._write_units([unit])
         return unit.added[0] if unit.added else None
 
-    def _write_units(self, units: list[SessionWrite]) -> None:
+    def _write_units(self, units: list[SessionWrite], index_now: bool = False) -> None:
+        """`index_now`: tokenized here and indexed in the write even on a deferring store (the idle
+        moment writing a spool: one transaction where the pending index would take a second)."""
         for unit in units:
             self._ensure_known(unit.session_id, _first_ts(unit))
-            if not self.store.index_deferred:
+            if index_now or not self.store.index_deferred:
                 for m in unit.messages:
                     m.prepare()  # tokenize before the transaction (a deferring store tokenizes when idle)
         self.store.write_sessions(units)  # the one write path (`storage.writes.write_sessions`)
 
     def drain(self, wait: bool = True) -> int:
         """Write what the spool holds, in order, in as few transactions as the write path cuts; how many
-        records. `wait=False`: only if the lock is free within `LIVE_WAIT_S` (else 0, all kept)."""
+        records. `wait=False`: only if the lock is free (within `LIVE_WAIT_S`; else 0, all kept)."""
         if not self.spool:
             return 0
         units = self._waiting
@@ -323,7 +325,7 @@ class LiveCapture:
         began = self.store.write_transactions
         try:
             with nullcontext() if wait else self.store.waiting_at_most(LIVE_WAIT_S):
-                self._write_units(units)
+                self._write_units(units, index_now=wait)
         except BaseException as exc:
             # nothing written: the same units serve the next try; else they are built again from the
             # records, and what the first transactions wrote is found again by its hash

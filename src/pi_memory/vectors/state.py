@@ -4,7 +4,7 @@ Design idea: one line a person can act on. Off: the command that turns it on. In
 embedded: the command that embeds. On: how many units have vectors (of each kind: messages, run
 summaries, memories), under which model, and that searches are hybrid. A team archive (PostgreSQL)
 without pgvector says once that it is searched lexically; with it, it says what a file says (its
-vectors are written by `pi-memory embed` only: no bridge or `watch` embeds a team archive).
+vectors are written by `pi-memory embed`, or at idle by any member's bridge or `watch`).
 """
 
 from __future__ import annotations
@@ -44,10 +44,9 @@ class SemanticState:
             return f"semantic recall: off, the model does not load ({self.reason}): search is lexical"
         left = max(0, self.units - self.embedded)
         if not self.embedded:
-            where = "" if self.pgvector else ", or leave a bridge or `pi-memory watch` running"
             return (
                 f"semantic recall: installed, nothing embedded yet ({plural(left, 'unit')} to do): run "
-                f"`pi-memory embed`{where}; search is lexical until then"
+                "`pi-memory embed`, or leave a bridge or `pi-memory watch` running; search is lexical until then"
             )
         done = f"{self.embedded:,} of {self.units:,} units embedded" if left else f"all {self.units:,} units embedded"
         return f"semantic recall: on, {done}{self._by_kind()} ({self.model}); searches are hybrid"

@@ -114,6 +114,11 @@ def counts(store: Store, model: str | None) -> tuple[int, int]:
     return found.get(True, 0), found.get(False, 0)
 
 
+def has_other_models(store: Store, model: str) -> bool:
+    """Whether any vector (of any kind) was made by another model than `model`."""
+    return bool(store.scalar("SELECT EXISTS (SELECT 1 FROM vec WHERE model != ?)", (model,)))
+
+
 def drop_other_models(store: Store, model: str) -> int:
     """Delete the vectors another model made (they cannot be compared with this one's); returns how many."""
     dropped = 0

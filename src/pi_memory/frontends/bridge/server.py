@@ -194,12 +194,17 @@ def _when_idle(archive: Archive) -> None:
 
 def _embed_when_idle(archive: Archive) -> bool:
     """A step of semantic recall's embedding (the model runs on a worker thread; only the short write
-    of its vectors lands here, between requests); whether more is due. Never fatal."""
+    of its vectors lands here, between requests); whether more is due. Never fatal: why nothing is
+    embedded (a team archive's server without pgvector) is said once on stderr."""
     try:
-        return archive.embed_when_idle()
+        return archive.embed_when_idle(say=_say)
     except (ArchiveError, apsw.Error) as exc:
         print(f"pi-memory bridge: background embedding stopped: {exc}", file=sys.stderr)
         return False
+
+
+def _say(line: str) -> None:
+    print(f"pi-memory bridge: {line}", file=sys.stderr)
 
 
 def _close(archive: Archive | None) -> None:

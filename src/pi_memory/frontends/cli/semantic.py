@@ -33,8 +33,8 @@ def embed(ctx: click.Context, since: str | None, limit: int | None, threads: int
     first vector on, searches fuse words and meaning (`search --mode`).
 
     A team archive (--db postgresql://...) needs the pgvector extension in its
-    database (CREATE EXTENSION vector, by an administrator); only this command
-    embeds it."""
+    database (CREATE EXTENSION vector, by an administrator); then this command
+    embeds it, and so does any member's bridge or `pi-memory watch` when idle."""
     terminal = sys.stderr.isatty() and not as_json
     display = EmbedProgress(sys.stderr) if terminal else None
     with open_archive(ctx) as archive:

@@ -47,8 +47,9 @@ def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> Non
         raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
     with open_archive(ctx) as archive:
         roots = list(paths) or archive.session_roots(agent, existing=False)
-        # with the semantic extra, what is new is embedded between file events (one core, small batches)
-        failed = follow(archive.follower(), roots, say_err, idle=archive.embed_when_idle)
+        # with the semantic extra, what is new is embedded between file events (one core, small
+        # batches); a team archive's server without pgvector is said once
+        failed = follow(archive.follower(), roots, say_err, idle=lambda: archive.embed_when_idle(say_err))
     if failed:
         say_err(f"{len(failed)} file(s) could not be read or had bad lines: {', '.join(sorted(failed))}")
         ctx.exit(1)
