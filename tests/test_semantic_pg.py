@@ -108,6 +108,20 @@ def by_score(hits: list) -> list[tuple[float, str, int]]:
     return sorted((-round(h.score, 4), h.session_id, h.seq) for h in hits)
 
 
+def test_a_whole_archive_search_walks_the_index_on_a_connection_of_its_own(team: Archive, local: Archive):
+    """The walk runs beside the keyword side, on its own connection (`PgVectorSearch.embed_query`);
+    once that connection fails, after it on the archive's: the same hits and scores either way."""
+    beside = team.search(QUESTION, limit=8, mode="hybrid")
+    vectors: Any = team._vectors
+    store: Any = team.store
+    assert vectors._aside and vectors._aside.info.backend_pid != store.conn.info.backend_pid
+    vectors._aside.close()  # the next walk fails on it
+    after = team.search(QUESTION, limit=8, mode="hybrid")
+    assert vectors._aside is False
+    assert [(h.msg_id, round(h.score, 6)) for h in after] == [(h.msg_id, round(h.score, 6)) for h in beside]
+    assert by_score(after) == by_score(local.search(QUESTION, limit=8, mode="hybrid"))
+
+
 def test_a_search_over_the_whole_archive_can_walk_the_hnsw_index(team: Archive):
     """The messages' vectors have their HNSW index, and the unfiltered statement (`vectors.pg`) can
     be answered from it (the planner prefers a plain scan of a table this small: forced here)."""

@@ -85,7 +85,9 @@ class VectorSearch:
         sql = "SELECT EXISTS (SELECT 1 FROM vec WHERE kind = ? AND model = ?)"
         return bool(self.store.scalar(sql, (KIND_MESSAGE, self.model_id)))
 
-    def embed_query(self, query: str) -> Future[np.ndarray]:
+    def embed_query(self, query: str, filters: Filters | None = None) -> Future[np.ndarray]:
+        """The query's vector, computed on the worker thread (`filters`: the search's, for a vector
+        side that can start its own work there, `pg.PgVectorSearch`)."""
         return self.pool.submit(lambda: np.asarray(self.load().query(query), dtype=np.float32))
 
     # --- the index -------------------------------------------------------------------
@@ -286,7 +288,7 @@ class HybridSearcher:
     def search(self, query: str, limit: int = 10, filters: Filters | None = None) -> list[Hit]:
         filters = filters or Filters()
         limit = max(1, min(int(limit), MAX_LIMIT))
-        pending_vector = self.vectors.embed_query(query)
+        pending_vector = self.vectors.embed_query(query, filters)
         lexical: list[Hit] = []
         if self.mode == "hybrid":
             lexical = self.lexical.search(query, limit=max(limit, LEXICAL_DEPTH), filters=filters)
