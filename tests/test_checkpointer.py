@@ -30,10 +30,19 @@ def _after_the_threads_pass(store: Store) -> None:
 
 
 def _wal_frames(path: Path) -> int:
+    """The WAL's frames, as a checkpoint of another connection counts them. While the thread's own
+    pass holds the checkpoint lock, SQLite answers busy with -1 frames: wait for that pass to end
+    (the event, bounded at a minute on a loaded machine), as CI once met under load."""
     conn = apsw.Connection(str(path))
     try:
-        ((_busy, frames, _copied),) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        assert frames >= 0, "not in WAL mode"
+        assert str(conn.execute("PRAGMA journal_mode").fetchall()[0][0]).lower() == "wal"
+        deadline = time.monotonic() + 60
+        while True:
+            ((busy, frames, _copied),) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            if frames >= 0 or not busy or time.monotonic() > deadline:
+                break
+            time.sleep(0.005)
+        assert frames >= 0, "the checkpoint lock stayed taken"
         return int(frames)
     finally:
         conn.close()
