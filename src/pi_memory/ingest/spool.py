@@ -82,12 +82,11 @@ class Spool:
         self.path: Path | None = None
         self._fd: int | None = None
         self._end = 0  # bytes in the file
-        self.size = 0  # records in the file
-        self._kept: list[Record] = []  # the same, as appended
+        self._kept: list[Record] = []  # its records, as appended
         self.since: float | None = None  # when its oldest record came (`time.monotonic`)
 
     def __len__(self) -> int:
-        return self.size
+        return len(self._kept)
 
     def _open(self) -> int:
         if self._fd is not None:
@@ -113,7 +112,6 @@ class Spool:
             os.ftruncate(fd, self._end)  # no half line left behind
             raise
         self._end += len(line)
-        self.size += 1
         self._kept.append(record)
         if self.since is None:
             self.since = time.monotonic()
@@ -125,7 +123,7 @@ class Spool:
         """Everything in it was written to the archive."""
         if self._fd is not None:
             os.ftruncate(self._fd, 0)
-        self._end = self.size = 0
+        self._end = 0
         self._kept = []
         self.since = None
 
@@ -133,7 +131,7 @@ class Spool:
         """Let go: an empty spool is removed; one that still holds records is left for `adopt_orphans`."""
         if self._fd is None:
             return
-        if not self.size and self.path is not None:
+        if not self._kept and self.path is not None:
             self.path.unlink(missing_ok=True)
         os.close(self._fd)
         self._fd = None
