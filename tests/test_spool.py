@@ -227,7 +227,8 @@ def test_a_capture_the_spool_cannot_take_waits_for_the_lock_instead(
     live: Archive, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import errno
-    import threading
+
+    from pi_memory.storage.store import _busy_waiter
 
     def disk_full(self: Spool, record: dict[str, Any]) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -235,13 +236,21 @@ def test_a_capture_the_spool_cannot_take_waits_for_the_lock_instead(
     monkeypatch.setattr(Spool, "append", disk_full)
     other = apsw.Connection(str(live.path))
     other.execute("BEGIN IMMEDIATE")
-    release = threading.Timer(0.2, lambda: other.execute("ROLLBACK"))
-    release.start()
+    waited: list[bool] = []
+
+    def release() -> None:  # the capture started to wait for the lock: its holder lets go (the event, no clock)
+        waited.append(True)
+        other.execute("ROLLBACK")
+
+    store = live.store
+    store.conn.setbusyhandler(_busy_waiter(release, lambda: store.busy_limit_s))
     try:
         msg_id = live.capture_message("s1", message("waited for", 1_796_000_000_000))
     finally:
-        release.join()
+        if other.in_transaction:
+            other.execute("ROLLBACK")
         other.close()
+    assert waited  # it waited, rather than finding the lock free
     assert isinstance(msg_id, int) and live.live.spooled == 0
     assert texts(live.path, "s1") == ["waited for"]
 
