@@ -38,12 +38,19 @@ def env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": PACKAGE_ROOT, **extra}
 
 
+def eventually(condition: Callable[[], object], bound_s: float = WAIT_S, every_s: float = 0.01) -> bool:
+    """Wait for `condition` (an event), looking every `every_s`; whether it came within `bound_s`."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(every_s)
+    return bool(condition())
+
+
 def until(condition: Callable[[], object], what: str, bound_s: float = WAIT_S) -> None:
     """Wait for `condition` (an event), failing with `what` if it never comes."""
-    deadline = time.monotonic() + bound_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
+    assert eventually(condition, bound_s), what
 
 
 # An import in a child process that stops after its first batch is written (the archive holds

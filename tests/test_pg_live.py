@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from conftest import PI_DATA, claude_line, python_cli
 from pg_support import connect
 from pi_memory import Archive
 from pi_memory.storage.store import decode_text
+from reliability import eventually
 from test_capture import lines
 from test_pg_team import apply_roles, one_session
 
@@ -106,12 +106,7 @@ def test_a_custom_message_captured_live_is_rekeyed_by_the_backfill(pg_url: str):
 
 
 def _until(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
+    return eventually(condition, timeout, every_s=0.05)
 
 
 def _claude(uuid: str, role: str, content: Any, n: int, sid: str = "sess-team-0001") -> bytes:

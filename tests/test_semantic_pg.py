@@ -30,6 +30,7 @@ from pi_memory.errors import BadInput
 from pi_memory.frontends.cli import cli
 from pi_memory.vectors import embed as embed_job
 from pi_memory.vectors import model as vmodel
+from reliability import eventually
 from test_echoes import SESSION as ECHO_SESSION
 from test_semantic import DISTRACTORS, KEYCHAIN, KEYCHAIN_ZH, QUESTION, sessions, units_without_vectors
 from test_semantic_units import Concepts, import_sessions
@@ -316,12 +317,7 @@ BOUND_S = 300.0  # the bound of a wait for background embedding: the model needs
 
 
 def until(condition: Callable[[], bool], within_s: float = BOUND_S) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.2)
-    return condition()
+    return eventually(condition, within_s, every_s=0.2)
 
 
 def embed_in_background(archive: Archive, say: Callable[[str], None] | None = None) -> None:

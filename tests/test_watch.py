@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from conftest import claude_line, python_cli
 from pi_memory import Archive
 from pi_memory.storage.store import decode_text
+from reliability import eventually
 
 APPEAR_S = 120.0  # the bound of a wait for appended lines to be archived (an event, not a budget)
 START_S = 120.0  # ... for the watcher to start and catch up
@@ -38,12 +38,7 @@ def _append(path: Path, data: bytes) -> None:
 
 
 def _until(check: Callable[[], bool], seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
+    return eventually(check, seconds, every_s=0.02)
 
 
 def _count(db: Path, needle: str) -> int:
