@@ -165,3 +165,23 @@ def test_sessions_are_fused_one_level_up_so_many_loosely_similar_messages_do_not
     groups = {"a": [hit(1, "a")], "b": [hit(k, "b") for k in (2, 3, 4, 5, 6, 7)]}
     scores = searcher.session_scores(groups)
     assert scores["a"] > scores["b"]
+
+
+def test_semantic_sessions_rank_by_how_far_their_messages_stand_above_the_background():
+    from pi_memory.search.messages import Hit
+    from pi_memory.vectors.hybrid import semantic_session_scores
+
+    def hit(msg_id: int, session: str) -> Hit:
+        return Hit(msg_id, session, msg_id, "user", msg_id, "p", 0.0)
+
+    background = {k: 0.80 for k in range(100, 114)}
+    # a: the one message close to the question; b: six loosely similar turns of a long session
+    nearest = {1: 0.90, **{k: 0.86 for k in range(2, 8)}, **background}
+    groups = {"a": [hit(1, "a")], "b": [hit(k, "b") for k in range(2, 8)]}
+    scores = semantic_session_scores(groups, nearest)
+    assert scores["a"] > scores["b"]
+    # ... while a session's second message near the question still counts for it
+    nearest = {1: 0.89, 2: 0.88, 3: 0.88, **background}
+    scores = semantic_session_scores({"a": [hit(1, "a")], "c": [hit(2, "c"), hit(3, "c")]}, nearest)
+    assert scores["c"] > scores["a"]
+    assert semantic_session_scores({"a": [hit(1, "a")]}, {}) == {"a": 0.0}

@@ -270,6 +270,27 @@ def _masked_rows(
     return None if mask is None else np.flatnonzero(mask)
 
 
+def semantic_session_scores(groups: dict[str, list[Hit]], nearest: dict[int, float]) -> dict[str, float]:
+    """Sessions ranked by the vector side alone: `ranking.session_score` over how far each message's
+    cosine stands above the background, the median cosine of the nearest units found.
+
+    Cosines sit close together (0.8-0.9 for most of a question's nearest units), so over raw cosines
+    the bonus `session_score` gives further hits outweighed the best one: a long session of loosely
+    similar turns outranked the one holding the answer (bench/quality.py, fit half, session R@1
+    mix-zh-old 0.286 against 0.906 for the turn itself; MemDaily-a 0.820). Above the median:
+    0.840 and 0.949, and realtalk-a / long-replies-a 0.496 / 0.461 -> 0.536 / 0.475. The best
+    cosine alone (0.920 / 0.956) cost long-replies-a 3 points: there, a session's further turns
+    near the question are evidence too."""
+    if not nearest:
+        return {sid: 0.0 for sid in groups}
+    ordered = sorted(nearest.values())
+    background = ordered[len(ordered) // 2]
+    return {
+        sid: ranking.session_score(max(0.0, nearest.get(h.msg_id, background) - background) for h in g)
+        for sid, g in groups.items()
+    }
+
+
 class HybridSearcher:
     """`Searcher.search`'s shape (and `session_rows`, for `rank_sessions`), fused with vectors."""
 
@@ -309,17 +330,17 @@ class HybridSearcher:
         (`ranking.session_score` over its keyword hits, as a keyword search ranks sessions) mixed
         with its best cosine. Summing fused message scores instead let sessions of many loosely
         similar messages win (bench/quality.py, fit half: long-replies session R@1 0.529 against the
-        keyword side's 0.564)."""
+        keyword side's 0.564). The vector side alone (`semantic`): `semantic_session_scores`."""
         lexical, nearest = self._sides
         if self.mode == "semantic":
-            return {sid: ranking.session_score(nearest.get(h.msg_id, 0.0) for h in g) for sid, g in groups.items()}
-        by_keywords = {
-            sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
-        }
+            return semantic_session_scores(groups, nearest)
         by_meaning = {
             sid: max(nearest[h.msg_id] for h in g if h.msg_id in nearest)
             for sid, g in groups.items()
             if any(h.msg_id in nearest for h in g)
+        }
+        by_keywords = {
+            sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
         }
         fused = dict(fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning, SESSION_LEXICAL_WEIGHT))
         return {sid: fused.get(sid, 0.0) for sid in groups}
