@@ -169,7 +169,7 @@ def test_sessions_are_fused_one_level_up_so_many_loosely_similar_messages_do_not
 
 def test_semantic_sessions_rank_by_how_far_their_messages_stand_above_the_background():
     from pi_memory.search.messages import Hit
-    from pi_memory.vectors.hybrid import semantic_session_scores
+    from pi_memory.vectors.hybrid import session_meaning
 
     def hit(msg_id: int, session: str) -> Hit:
         return Hit(msg_id, session, msg_id, "user", msg_id, "p", 0.0)
@@ -178,10 +178,13 @@ def test_semantic_sessions_rank_by_how_far_their_messages_stand_above_the_backgr
     # a: the one message close to the question; b: six loosely similar turns of a long session
     nearest = {1: 0.90, **{k: 0.86 for k in range(2, 8)}, **background}
     groups = {"a": [hit(1, "a")], "b": [hit(k, "b") for k in range(2, 8)]}
-    scores = semantic_session_scores(groups, nearest)
+    scores = session_meaning(groups, nearest)
     assert scores["a"] > scores["b"]
     # ... while a session's second message near the question still counts for it
     nearest = {1: 0.89, 2: 0.88, 3: 0.88, **background}
-    scores = semantic_session_scores({"a": [hit(1, "a")], "c": [hit(2, "c"), hit(3, "c")]}, nearest)
+    scores = session_meaning({"a": [hit(1, "a")], "c": [hit(2, "c"), hit(3, "c")]}, nearest)
     assert scores["c"] > scores["a"]
-    assert semantic_session_scores({"a": [hit(1, "a")]}, {}) == {"a": 0.0}
+    # on the cosine scale: one message alone scores its cosine; none among the nearest, no score
+    assert scores["a"] == pytest.approx(0.89)
+    assert session_meaning({"a": [hit(1, "a")], "d": [hit(99, "d")]}, {1: 0.9}) == {"a": pytest.approx(0.9)}
+    assert session_meaning({"a": [hit(1, "a")]}, {}) == {}

@@ -45,11 +45,6 @@ FUSE_DEPTH = 100  # vector hits fused (the pilot's figure)
 # it was (CMRC, every fragment set) but cost Vue headings R@1 0.453 -> 0.447 and R@10 0.793 ->
 # 0.767, a topic's section off the first page for 1 query in 40. Kept at 100: ~6 ms for that.
 LEXICAL_DEPTH = 100
-# ... and at session level (`HybridSearcher.session_scores`): the keyword side's share. Fitted on the
-# fit half (bench/quality.py --quick, session R@1 realtalk-a / long-replies-a against the keyword
-# side's 0.564 / 0.564): 0.45 -> 0.550 / 0.543, 0.6 -> 0.557 / 0.557, 0.75 -> 0.579 / 0.550, 0.9
-# -> 0.571 / 0.564, the only weight at or above it on every fit set
-SESSION_LEXICAL_WEIGHT = 0.9
 # units rescored exactly after the sign-bit pass, per unit kept: bench/semantic_scan.py measured
 # the share of the exact top 100 found this way
 RESCORE_PER_HIT = 10
@@ -270,24 +265,26 @@ def _masked_rows(
     return None if mask is None else np.flatnonzero(mask)
 
 
-def semantic_session_scores(groups: dict[str, list[Hit]], nearest: dict[int, float]) -> dict[str, float]:
-    """Sessions ranked by the vector side alone: `ranking.session_score` over how far each message's
-    cosine stands above the background, the median cosine of the nearest units found.
+def session_meaning(groups: dict[str, list[Hit]], nearest: dict[int, float]) -> dict[str, float]:
+    """Each session's score on the vector side, on the cosine scale (sessions with no message among
+    the nearest units are left out): the background, the median cosine of the nearest units found,
+    plus `ranking.session_score` over how far each of its messages stands above it.
 
     Cosines sit close together (0.8-0.9 for most of a question's nearest units), so over raw cosines
     the bonus `session_score` gives further hits outweighed the best one: a long session of loosely
-    similar turns outranked the one holding the answer (bench/quality.py, fit half, session R@1
-    mix-zh-old 0.286 against 0.906 for the turn itself; MemDaily-a 0.820). Above the median:
+    similar turns outranked the one holding the answer (bench/quality.py, fit half, semantic session
+    R@1 mix-zh-old 0.286 against 0.906 for the turn itself; MemDaily-a 0.820). Above the median:
     0.840 and 0.949, and realtalk-a / long-replies-a 0.496 / 0.461 -> 0.536 / 0.475. The best
     cosine alone (0.920 / 0.956) cost long-replies-a 3 points: there, a session's further turns
     near the question are evidence too."""
     if not nearest:
-        return {sid: 0.0 for sid in groups}
+        return {}
     ordered = sorted(nearest.values())
     background = ordered[len(ordered) // 2]
     return {
-        sid: ranking.session_score(max(0.0, nearest.get(h.msg_id, background) - background) for h in g)
+        sid: background + ranking.session_score(max(0.0, nearest[h.msg_id] - background) for h in near)
         for sid, g in groups.items()
+        if (near := [h for h in g if h.msg_id in nearest])
     }
 
 
@@ -326,23 +323,24 @@ class HybridSearcher:
         return self._hits(query, ranked[:limit], {h.msg_id: h for h in lexical})
 
     def session_scores(self, groups: dict[str, list[Hit]]) -> dict[str, float]:
-        """Sessions fused as messages are, one level up: each session's keyword score
-        (`ranking.session_score` over its keyword hits, as a keyword search ranks sessions) mixed
-        with its best cosine. Summing fused message scores instead let sessions of many loosely
-        similar messages win (bench/quality.py, fit half: long-replies session R@1 0.529 against the
-        keyword side's 0.564). The vector side alone (`semantic`): `semantic_session_scores`."""
+        """Sessions fused as messages are, one level up, with the same weights (`fuse.mix`): each
+        session's keyword score (`ranking.session_score` over its keyword hits, as a keyword search
+        ranks sessions) mixed with its score on the vector side (`session_meaning`). Summing fused
+        message scores instead let sessions of many loosely similar messages win.
+
+        The vector side's session score used to be the best cosine, and its share was fitted apart
+        (0.1); with `session_meaning`, the messages' own weights are the best on the fit half of
+        bench/quality.py (session R@1 realtalk-a / long-replies-a / MemDaily-a / mix-zh-old, keyword
+        share 0.9 / 0.6 / 0.45 / 0.3: 0.563 / 0.577 / 0.601 / 0.598, 0.539 / 0.569 / 0.566 / 0.569,
+        0.931 / 0.940 / 0.948 / 0.958, 0.892 / 0.898 / 0.904 / 0.902; docs/semantic.md)."""
         lexical, nearest = self._sides
+        by_meaning = session_meaning(groups, nearest)
         if self.mode == "semantic":
-            return semantic_session_scores(groups, nearest)
-        by_meaning = {
-            sid: max(nearest[h.msg_id] for h in g if h.msg_id in nearest)
-            for sid, g in groups.items()
-            if any(h.msg_id in nearest for h in g)
-        }
+            return {sid: by_meaning.get(sid, 0.0) for sid in groups}
         by_keywords = {
             sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
         }
-        fused = dict(fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning, SESSION_LEXICAL_WEIGHT))
+        fused = dict(fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning))
         return {sid: fused.get(sid, 0.0) for sid in groups}
 
     def _fused(
