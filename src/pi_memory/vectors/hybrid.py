@@ -328,8 +328,8 @@ class HybridSearcher:
         ranks sessions) mixed with its score on the vector side (`session_meaning`). Summing fused
         message scores instead let sessions of many loosely similar messages win.
 
-        The vector side's session score used to be the best cosine, and its share was fitted apart
-        (0.1); with `session_meaning`, the messages' own weights are the best on the fit half of
+        The vector side's session score used to be the best cosine, and the keyword side's share was
+        fitted apart (0.9); with `session_meaning`, the messages' own weights are the best on the fit half of
         bench/quality.py (session R@1 realtalk-a / long-replies-a / MemDaily-a / mix-zh-old, keyword
         share 0.9 / 0.6 / 0.45 / 0.3: 0.563 / 0.577 / 0.601 / 0.598, 0.539 / 0.569 / 0.566 / 0.569,
         0.931 / 0.940 / 0.948 / 0.958, 0.892 / 0.898 / 0.904 / 0.902; docs/semantic.md)."""
