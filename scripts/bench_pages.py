@@ -38,6 +38,7 @@ WHAT = {
     "fts-write": "the message index's writes alone with the import's settings (`bench/fts_write_bench.py`)",
     "import_bench": "first imports of three archive shapes, live writes, size per message (`bench/import_bench.py`)",
     "import_memory": "peak memory of `pi-memory import` per process (`bench/import_memory.py`)",
+    "memory-recall": "questions asked of remembered notes (`memory list QUERY`) against bm25 baselines (`bench/memory_recall.py`)",
     "packed-search": "what packed text costs a search (`bench/packed_search.py`)",
     "pg_scale": "the scale benchmark on PostgreSQL beside SQLite (`bench/pg_scale.py`)",
     "pg_shards": "sharding the team archive by workspace, simulated on one server (`bench/pg_shards.py`)",

@@ -85,6 +85,18 @@ def test_search_finds_chinese_memories_and_lists_without_a_query(archive: Archiv
     assert [r["snippet"] for r in pinned["results"]] == ["不要修改生产数据库"]
 
 
+def test_search_finds_another_form_of_an_english_word_and_ranks_the_rarer_match_first(
+    archive: Archive, ws: str
+) -> None:
+    archive.memory_remember(ws, "The deploy script lives in ops/deploy.sh")
+    archive.memory_remember(ws, "Paola watched a movie about the deploy of a rocket")
+    archive.memory_remember(ws, "Use the staging database for deploy tests")
+    found = call(archive, "memory_search", ws, query="which movies did Paola watch")["results"]
+    assert found[0]["snippet"] == "Paola watched a movie about the deploy of a rocket"
+    assert len(found) == 1  # the others hold none of the question's words
+    assert call(archive, "memory_search", ws, query="movies")["results"][0]["snippet"].startswith("Paola")
+
+
 def test_search_pages_with_next_offset_and_keeps_snippets_within_600_chars(archive: Archive, ws: str) -> None:
     for i in range(12):
         archive.memory_remember(ws, f"memory {i:02d} " + "长文本 " * 500 + "needle")
