@@ -236,7 +236,10 @@ class Store(MessageWrites, ImportMerging, PendingIndex, RunSummaryIndex, EchoMar
         except apsw.BusyError:
             store.close()
             raise ArchiveError(f"archive {db_path} stayed locked by another process; try again") from None
-        except apsw.ReadOnlyError:  # the file was moved aside under this connection (another's recovery)
+        # the file was moved aside under this connection by another process's recovery: SQLite refuses
+        # to write to it (read-only), or fails reading the fresh archive's WAL beside it by name (an
+        # I/O error: seen once in CI, 8 processes opening one damaged file); the fresh one is opened
+        except (apsw.ReadOnlyError, apsw.IOError):
             store.close()
             if file_id(db_path) != identity:
                 return cls.open(db_path)
