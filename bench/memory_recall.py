@@ -2,7 +2,7 @@
 model's `memory_search`), against FTS5 bm25 and a stemmed bm25 over the same notes.
 
 Usage:
-    python bench/memory_recall.py [--qsets bench/data] [--group 1] [--semantic --work DIR]
+    python bench/memory_recall.py [--qsets bench/data] [--sets memdaily,realtalk] [--group 1] [--semantic --work DIR]
                                   [--json bench/results/memory-recall.json]
 
 What a memory store holds is what a user told the agent to remember: short statements of fact.
@@ -28,6 +28,7 @@ workspaces alternate between halves `a` and `b` and both are reported.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -181,18 +182,29 @@ def main() -> None:
     ap.add_argument("--group", type=int, default=1, help="MemDaily users sharing one workspace")
     ap.add_argument("--semantic", action="store_true", help="also hybrid and semantic (the `semantic` extra)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/pi-memory-quality-work"), help="the vector cache")
+    ap.add_argument("--sets", default="memdaily,realtalk", help="which of the two sets (comma-separated)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     header = result_header("memory-recall", {k: str(v) for k, v in vars(args).items()})
     missing = [n for n in ("memdaily", "realtalk") if not (args.qsets / n / f"{n}.jsonl.gz").exists()]
     if missing:
         sys.exit(f"memory_recall: no {', '.join(missing)} under {args.qsets}: build them with bench/qsets_build.py")
-    workspaces = memdaily_workspaces(read_set(args.qsets, "memdaily"), args.group)
-    workspaces += realtalk_workspaces(read_set(args.qsets, "realtalk"))
+    wanted = args.sets.split(",")
+    workspaces = memdaily_workspaces(read_set(args.qsets, "memdaily"), args.group) if "memdaily" in wanted else []
+    workspaces += realtalk_workspaces(read_set(args.qsets, "realtalk")) if "realtalk" in wanted else []
     notes = sum(len(ws.notes) for ws in workspaces)
     questions = sum(len(ws.questions) for ws in workspaces)
     print(f"{len(workspaces)} workspaces, {notes} notes, {questions} questions", flush=True)
-    with tempfile.TemporaryDirectory(prefix="pi-memory-memrecall-") as tmp, Archive.open(Path(tmp) / "m.db") as archive:
+    with tempfile.TemporaryDirectory(prefix="pi-memory-memrecall-") as tmp:
+        # the memory log's key and pinned heads go to a folder of the run's own, not the user's
+        os.environ["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")
+        run_all(Path(tmp) / "m.db", workspaces, args, header, notes, questions)
+
+
+def run_all(
+    db: Path, workspaces: list[Workspace], args: argparse.Namespace, header: dict[str, Any], notes: int, questions: int
+) -> None:
+    with Archive.open(db) as archive:
         with Timer() as t:
             note_of = remember_all(archive, workspaces)
         print(f"  remembered in {t.ms / 1000:.0f} s", flush=True)
