@@ -61,6 +61,14 @@ def form_share(word_df: int, forms_df: int, n_docs: int) -> float:
     return min(1.0, idf(forms_df, n_docs) / word) if word > 0 else 0.0
 
 
+def form_shares(df: dict[str, int], forms_df: dict[str, list[int]], n_docs: int) -> dict[str, float]:
+    """`form_share` of each English word of a query that has another form in the collection
+    (`forms_df`: word -> the document frequencies of its other forms)."""
+    return {
+        word: form_share(df[word], df[word] + sum(counts), n_docs) for word, counts in forms_df.items() if any(counts)
+    }
+
+
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
     kind_weight = CHAR_WEIGHT if token.kind in ("char", "surface") else PART_WEIGHT if token.kind == "part" else 1.0
     return kind_weight * idf(df, n_docs)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from . import ranking
 from .ranking import query_phrases
 from .stems import other_forms, stem_root
-from .text import QueryToken, is_cjk, surface_forms, whole_word_at
+from .text import QueryToken, is_cjk, normalize, surface_forms, typed_forms, typed_runs, whole_word_at
 
 if TYPE_CHECKING:
     import numpy as np
@@ -168,6 +168,15 @@ def prepare(
     traced = runs if len(runs) <= MISSED_RUNS_MAX else ()
     traces = tuple(t for t in (run_trace(run, terms) for run in traced) if t)
     return PreparedQuery(tuple(terms), tuple(phrases), tuple(pairs), alphabet, runs, run_terms, traces)
+
+
+def prepare_query(
+    query: str, tokens: list[QueryToken], df: dict[str, int], weights: dict[str, float], form_shares: dict[str, float]
+) -> tuple[list[QueryToken], PreparedQuery]:
+    """The query's tokens the collection holds (as typed, or only in another form) and the query
+    prepared over them: what message search and memory search both score with."""
+    matched = [t for t in tokens if df.get(t.text, 0) > 0 or form_shares.get(t.text, 0.0) > 0]
+    return matched, prepare(matched, weights, normalize(query), typed_forms(query), typed_runs(query), form_shares)
 
 
 def run_trace(run: str, terms: list[Term]) -> tuple[int, ...]:

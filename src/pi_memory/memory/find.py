@@ -27,8 +27,6 @@ from ..core.text import (
     snippet,
     surface_tokens,
     tokenize,
-    typed_forms,
-    typed_runs,
 )
 from .model import MemoryRecord
 from .policy import matches_status, visible_to
@@ -115,13 +113,11 @@ def score_bodies(bodies: list[str], query: str) -> list[float]:
     surface = [t for t in surface_tokens(query) if t.text not in folded]
     df = {t.text: df_of(t) for t in tokens + surface}
     forms = {t.text: [df_of(QueryToken(f, "word")) for f in variants(t.text)] for t in tokens if t.kind == "word"}
-    shares = {w: ranking.form_share(df[w], df[w] + sum(c), n_docs) for w, c in forms.items() if any(c)}
-    norm_query = normalize(query)
-    weights = ranking.token_weights(tokens + surface, df, n_docs, norm_query)
-    matched = [t for t in tokens if df[t.text] > 0 or shares.get(t.text, 0.0) > 0]
+    shares = ranking.form_shares(df, forms, n_docs)
+    weights = ranking.token_weights(tokens + surface, df, n_docs, normalize(query))
+    matched, prepared = scoring.prepare_query(query, tokens, df, weights, shares)
     if not matched:
         return [0.0] * len(bodies)
-    prepared = scoring.prepare(matched, weights, norm_query, typed_forms(query), typed_runs(query), shares)
     lengths = [float(ranking.doc_tokens(b)) for b in bodies]
     results = scoring.score_documents([normalize_lower(b) for b in bodies], lengths, sum(lengths) / n_docs, prepared)
     meaningful_only = any(r.meaningful and r.score > 0 for r in results)

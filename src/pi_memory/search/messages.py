@@ -57,7 +57,6 @@ from ..core.text import (
     query_tokens,
     surface_tokens,
     typed_forms,
-    typed_runs,
 )
 from ..core.text import snippet as text_snippet
 from ..storage.store import Store, decode_text
@@ -321,11 +320,7 @@ class Searcher:
         exact_typed = tuple(t.text for t in rarest_within(held, typed_df, left))
         plan = QueryPlan(tokens, df, rare, present[len(rare) :], n_docs, surface, exact, exact_typed)
         plan.variants = word_variants(rare, forms, df, RARE_POSTINGS_BUDGET)
-        plan.form_shares = {
-            word: ranking.form_share(df[word], df[word] + sum(counts.values()), n_docs)
-            for word, counts in forms.items()
-            if any(counts.values())
-        }
+        plan.form_shares = ranking.form_shares(df, {w: list(c.values()) for w, c in forms.items()}, n_docs)
         return plan
 
     # --- candidates ------------------------------------------------------------------
@@ -469,11 +464,7 @@ class Searcher:
             weights = ranking.token_weights(plan.tokens + plan.surface, plan.df, plan.n_docs, normalize(query))
             ids = self.candidates(plan, weights, filters)
             rows = self._fetch(ids, filters)
-        norm_query = normalize(query)
-        matched = [t for t in plan.tokens if plan.df.get(t.text, 0) > 0 or plan.form_shares.get(t.text, 0.0) > 0]
-        prepared = scoring.prepare(
-            matched, weights, norm_query, typed_forms(query), typed_runs(query), plan.form_shares
-        )
+        matched, prepared = scoring.prepare_query(query, plan.tokens, plan.df, weights, plan.form_shares)
         scored = self._score(rows, prepared)
         first = typed_first(plan)
         scored.sort(key=lambda sr: (first and sr[1]["verbatim"], sr[0], sr[1]["ts"], sr[1]["id"]), reverse=True)
