@@ -1,6 +1,5 @@
 """Checkpoints beside a bulk write (storage/checkpointer.py), on real SQLite files."""
 
-import time
 from pathlib import Path
 
 import apsw
@@ -9,6 +8,7 @@ from conftest import PI_DATA
 from pi_memory import Archive
 from pi_memory.ingest import importer
 from pi_memory.storage.store import Store
+from reliability import eventually
 
 
 def _write_transactions(store: Store, count: int) -> None:
@@ -23,9 +23,7 @@ def _after_the_threads_pass(store: Store) -> None:
     already (the state is back to idle), or be waiting for the next write to finish it."""
     checkpointer = store.aside_checkpointer
     assert checkpointer is not None
-    deadline = time.monotonic() + 60
-    while (checkpointer._state == "copying" or not checkpointer.passes) and time.monotonic() < deadline:
-        time.sleep(0.005)
+    eventually(lambda: checkpointer.passes and checkpointer._state != "copying", 60, every_s=0.005)
     assert checkpointer.passes and checkpointer._state != "copying"
 
 
@@ -36,14 +34,16 @@ def _wal_frames(path: Path) -> int:
     conn = apsw.Connection(str(path))
     try:
         assert str(conn.execute("PRAGMA journal_mode").fetchall()[0][0]).lower() == "wal"
-        deadline = time.monotonic() + 60
-        while True:
+        counted: list[int] = []
+
+        def count() -> bool:
             ((busy, frames, _copied),) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            if frames >= 0 or not busy or time.monotonic() > deadline:
-                break
-            time.sleep(0.005)
-        assert frames >= 0, "the checkpoint lock stayed taken"
-        return int(frames)
+            counted[:] = [int(frames)]
+            return frames >= 0 or not busy
+
+        eventually(count, 60, every_s=0.005)
+        assert counted[0] >= 0, "the checkpoint lock stayed taken"
+        return counted[0]
     finally:
         conn.close()
 
