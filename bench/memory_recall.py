@@ -38,11 +38,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Timer, result_header, save_json, table  # noqa: E402
 from qsets import read_set, snowball, stem_channels, stemmed_query  # noqa: E402
+from quality import K, first_rank, metrics  # noqa: E402
 
 from pi_memory.archive.api import Archive  # noqa: E402
 from pi_memory.core.text import query_tokens, tokenize  # noqa: E402
-
-K = 10
 
 
 @dataclass
@@ -146,19 +145,8 @@ def ask_project(archive: Archive, note_of: dict[str, int], mode: str) -> Any:
     return run
 
 
-def metrics(ranks: list[int | None]) -> dict[str, float]:
-    n = max(len(ranks), 1)
-    return {
-        "n": len(ranks),
-        "R@1": round(sum(1 for r in ranks if r is not None and r < 1) / n, 4),
-        "R@5": round(sum(1 for r in ranks if r is not None and r < 5) / n, 4),
-        "R@10": round(sum(1 for r in ranks if r is not None and r < 10) / n, 4),
-        "MRR@10": round(sum(1.0 / (r + 1) for r in ranks if r is not None and r < 10) / n, 4),
-    }
-
-
-def first_rank(got: list[int], targets: frozenset[int]) -> int | None:
-    return next((i for i, key in enumerate(got) if key in targets), None)
+def rounded(figures: dict[str, float]) -> dict[str, float]:
+    return {k: round(v, 4) for k, v in figures.items()}
 
 
 def embed(archive: Archive, work: Path, workspaces: list[Workspace]) -> None:
@@ -219,7 +207,7 @@ def run_all(
             for question, targets in ws.questions:
                 for name, run in systems.items():
                     ranks.setdefault(ws.name, {}).setdefault(name, []).append(first_rank(run(ws, question), targets))
-    results = {s: {name: metrics(r) for name, r in by.items()} for s, by in sorted(ranks.items())}
+    results = {s: {name: rounded(metrics(r)) for name, r in by.items()} for s, by in sorted(ranks.items())}
     rows = [
         [s, name, m["n"], m["R@1"], m["R@5"], m["R@10"], m["MRR@10"]]
         for s, by in results.items()
