@@ -190,12 +190,46 @@ def test_the_key_and_pins_live_outside_the_archive_readable_by_the_user_only(db_
         remembered(db_path, workspace, n=1)
     finally:
         os.umask(0o022)
-    for path in (seal.key_path(), seal.pins_path()):
+    pin_file = seal.pin_path(str(db_path.resolve()), workspace_key(workspace))
+    for path in (seal.key_path(), pin_file):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         assert db_path.parent not in path.parents
-    assert stat.S_IMODE(seal.config_dir().stat().st_mode) == 0o700
-    pins = json.loads(seal.pins_path().read_text(encoding="utf-8"))
-    assert pins[str(db_path.resolve())][workspace_key(workspace)]["seq"] == 1
+    for folder in (seal.config_dir(), seal.pins_dir()):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert json.loads(pin_file.read_text(encoding="utf-8"))["seq"] == 1
+
+
+def test_a_write_pins_its_own_workspace_and_leaves_the_other_pins_untouched(
+    db_path: Path, workspace: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    remembered(db_path, other, n=1)
+    other_pin = seal.pin_path(str(db_path.resolve()), workspace_key(other))
+    before = other_pin.stat()
+    remembered(db_path, workspace, n=2)
+    after = other_pin.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(p.name for p in seal.pins_dir().iterdir()) == sorted(
+        [other_pin.name, seal.pin_path(str(db_path.resolve()), workspace_key(workspace)).name]
+    )
+
+
+def test_a_head_pinned_by_an_earlier_version_in_one_file_still_reveals_a_cut_chain(
+    db_path: Path, workspace: Path
+) -> None:
+    remembered(db_path, workspace, n=4)
+    archive, key = str(db_path.resolve()), workspace_key(workspace)
+    pin_file = seal.pin_path(archive, key)
+    head = json.loads(pin_file.read_text(encoding="utf-8"))
+    legacy = {archive: {key: {name: head[name] for name in ("chain", "seq", "seal")}}}
+    seal.legacy_pins_path().write_text(json.dumps(legacy), encoding="utf-8")
+    pin_file.unlink()
+    conn = raw(db_path)
+    conn.execute("DELETE FROM memory_event WHERE seq > 2")
+    conn.execute("DELETE FROM memory_seal WHERE seq > 2")
+    conn.close()
+    assert_refused_and_not_injected(db_path, workspace, 3, "events were removed: the chain was pinned at event 4")
 
 
 def test_without_the_key_a_sealed_log_is_untrusted_with_a_clear_reason(db_path: Path, workspace: Path) -> None:
