@@ -8,7 +8,7 @@ import pytest
 
 from pi_memory.memory import policy
 from pi_memory.memory.model import MemoryRecord
-from pi_memory.memory.projection import project
+from pi_memory.memory.projection import Projections, apply, project
 
 DAY_MS = 24 * 3600 * 1000
 
@@ -72,6 +72,36 @@ def test_the_same_events_always_give_the_same_state() -> None:
     first, second = project(EVENTS), project([dict(e) for e in EVENTS])
     assert first.records == second.records
     assert list(first.records) == ["mem_a", "mem_b", "mem_c", "mem_d", "mem_e"]
+
+
+def chained(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events as a verified chain gives them: each names the hash of the one before it."""
+    return [{**e, "prev_hash": f"hash-{e['seq'] - 1}"} for e in events]
+
+
+def test_a_remembered_projection_extended_by_new_events_equals_a_full_replay() -> None:
+    events, projections = chained(EVENTS), Projections()
+    for end in (3, 3, 5, 9, 7):  # a repeat, two extensions, then an older prefix
+        state = projections.project(events[:end], f"hash-{end}")
+        full = project(events[:end])
+        assert (state.records, state.last_seq, state.ignored) == (full.records, full.last_seq, full.ignored)
+
+
+def test_a_projection_handed_out_is_a_copy_the_caller_may_change() -> None:
+    events, projections = chained(EVENTS), Projections()
+    state = projections.project(events[:8], "hash-8")
+    apply(state, events[8])
+    state.records.clear()
+    again = projections.project(events[:8], "hash-8")
+    assert again.records == project(events[:8]).records and again.last_seq == 8
+
+
+def test_projections_keep_only_the_most_recently_used_states() -> None:
+    events, projections = chained(EVENTS), Projections(size=2)
+    for end in (1, 2, 3):
+        projections.project(events[:end], f"hash-{end}")
+    assert projections.project(events[:1], "hash-1").last_seq == 1  # replayed again: evicted, still right
+    assert len(projections._states) == 2
 
 
 def test_supersede_marks_the_old_record_and_links_both_ways() -> None:

@@ -135,6 +135,23 @@ def test_a_rewritten_middle_event_with_every_later_hash_recomputed_is_reported(d
     assert_refused_and_not_injected(db_path, workspace, 2, "event 2's seal does not match")
 
 
+def test_an_event_altered_while_the_archive_stays_open_is_reported_at_its_next_read(
+    db_path: Path, workspace: Path
+) -> None:
+    remembered(db_path, workspace)
+    with Archive.open(db_path) as archive:
+        assert "rule number 1" in archive.memory_injection_text(workspace, None)  # verified and replayed once
+        conn = raw(db_path)
+        conn.execute("UPDATE memory_event SET event=replace(event, 'rule number 1', ?) WHERE seq=2", (FORGED,))
+        conn.close()
+        text = archive.memory_injection_text(workspace, None)
+        report = MemoryLog(archive.store).report(workspace_key(workspace))
+        assert FORGED not in text and "rule number 0" in text and "rule number 1" not in text
+        assert report.broken_at == 2 and "hash does not match" in str(report.reason)
+        with pytest.raises(MemoryChainBroken):
+            archive.memory_remember(workspace, "one more rule")
+
+
 def test_a_replacement_chain_is_reported_and_repair_brings_the_pinned_one_back(db_path: Path, workspace: Path) -> None:
     remembered(db_path, workspace)
     conn = raw(db_path)
@@ -179,8 +196,11 @@ def test_a_log_written_before_seals_is_trusted_then_sealed_and_pinned_at_its_nex
         assert len(MemoryLog(archive.store).seals_of(1)) == 3
 
 
+_sealed_init = MemoryLog.__init__
+
+
 def _unsealed_init(self: MemoryLog, store: object) -> None:
-    self.store = store  # type: ignore[assignment]
+    _sealed_init(self, store)  # type: ignore[arg-type]
     self.sealing = False
 
 

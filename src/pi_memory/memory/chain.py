@@ -15,6 +15,7 @@ The keyed seals and the pinned head (`seal.py`) are what catch those.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -100,6 +101,15 @@ def row_problem(row: ChainRow, expected_seq: int, expected_prev: str) -> tuple[s
         return f"seq {row.seq} where {expected_seq} was expected", None
     if row.prev_hash != expected_prev:
         return "prev_hash does not match the previous event's hash", None
+    problem, event = _content_problem(row)
+    return problem, (dict(event) if event is not None else None)
+
+
+# Every read and write verifies the whole chain again, so a long-lived process (the bridge, `watch`)
+# checks the same rows over and over: what a row's own bytes say about it is remembered, keyed by
+# those bytes (all four columns), so a row changed in any way is checked afresh.
+@functools.lru_cache(maxsize=16384)
+def _content_problem(row: ChainRow) -> tuple[str | None, dict[str, Any] | None]:
     try:
         event = jsonline.loads(row.event)
     except ValueError:

@@ -34,7 +34,7 @@ from . import seal
 from .chain import GENESIS, ChainReport, ChainRow, canonical, make_row, parse_line, verify_chain
 from .model import MemoryRecord
 from .policy import event_problem
-from .projection import MemoryState, apply, project
+from .projection import PROJECTIONS, MemoryState, apply, project
 
 
 class MemoryChainBroken(ArchiveError):
@@ -129,6 +129,7 @@ class MemoryLog:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.sealing = bool(getattr(store, "seals_memory", False))  # the team archive does not
+        self.projections = PROJECTIONS
 
     # --- reading -------------------------------------------------------------------
 
@@ -180,7 +181,7 @@ class MemoryLog:
     def state(self, workspace: str) -> tuple[MemoryState, ChainReport]:
         """The projection of the trusted prefix, and the verification report it came from."""
         report = self.report(workspace)
-        return project(report.events), report
+        return self.projections.project(report.events, report.head_hash), report
 
     def workspaces(self) -> list[str]:
         return [str(r[0]) for r in self.store.rows("SELECT DISTINCT workspace FROM memory_chain ORDER BY workspace")]
@@ -266,7 +267,7 @@ class MemoryLog:
             report = self.verify(workspace, chain, rows)
             if not report.ok:
                 raise MemoryChainBroken(broken_message(workspace, report))
-            state = project(report.events)
+            state = self.projections.project(report.events, report.head_hash)
             built = build(state)
             if isinstance(built, MemoryRecord):
                 return Appended(None, state, built)

@@ -10,7 +10,8 @@ seq recorded in `ignored`, never half-applied.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -97,3 +98,51 @@ def project(events: Iterable[Mapping[str, Any]]) -> MemoryState:
     for event in events:
         apply(state, event)
     return state
+
+
+class Projections:
+    """The states of verified chains, remembered by the hash of their last event (a few of them).
+
+    Every read and write replays the whole chain; in a long-lived process most replays repeat the
+    last one, or extend it by an event. A hash-chained event carries the hash of the one before
+    it, so the hash of a verified prefix names exactly the events in it: a state found under it is
+    the replay of those events, and only the events after it are applied; states are kept for
+    the process (a front end opens the log anew for each call), whatever archive they came from.
+    Callers get a copy (they apply to it)."""
+
+    def __init__(self, size: int = 16) -> None:
+        self.size = size
+        self._states: dict[str, MemoryState] = {}  # insertion order = least recently used first
+        self._lock = threading.Lock()  # the bridge serves calls from threads
+
+    def project(self, events: Sequence[Mapping[str, Any]], head_hash: str) -> MemoryState:
+        with self._lock:
+            start, base = self._longest_known(events, head_hash)
+            state = _copy(base)
+        for event in events[start:]:
+            apply(state, event)
+        with self._lock:
+            self._remember(head_hash, state)
+        return _copy(state)
+
+    def _longest_known(self, events: Sequence[Mapping[str, Any]], head_hash: str) -> tuple[int, MemoryState]:
+        for end in range(len(events), 0, -1):
+            key = head_hash if end == len(events) else str(events[end].get("prev_hash"))
+            found = self._states.get(key)
+            if found is not None:
+                return end, found
+        return 0, MemoryState()
+
+    def _remember(self, head_hash: str, state: MemoryState) -> None:
+        self._states.pop(head_hash, None)
+        self._states[head_hash] = _copy(state)
+        while len(self._states) > self.size:
+            del self._states[next(iter(self._states))]
+
+
+PROJECTIONS = Projections()  # the process's own
+
+
+def _copy(state: MemoryState) -> MemoryState:
+    """Records are immutable: a new dict of the same records is a full copy."""
+    return MemoryState(dict(state.records), state.last_seq, list(state.ignored))

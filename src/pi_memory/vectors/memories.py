@@ -16,6 +16,7 @@ vectors to compare.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -62,13 +63,14 @@ class MemoryVectors:
         codes = np.frombuffer(b"".join(stored[r][0] for r in refs), dtype=np.int8).reshape(len(refs), DIM)
         scores = int8_scores(query_vector, codes, np.array([stored[r][1] for r in refs], dtype=np.float32))
         by_ref = dict(zip(refs, scores.tolist(), strict=True))
-        cosines = {r.id: by_ref[memory_ref(r.body)] for r in records if memory_ref(r.body) in by_ref}
+        refs_of = {r.id: _ref_and_hash(r.body)[0] for r in records}
+        cosines = {i: by_ref[ref] for i, ref in refs_of.items() if ref in by_ref}
         return self._fused(query, records, found, cosines)
 
     def _vectors(self, model: str, records: list[MemoryRecord]) -> dict[int, tuple[bytes, float]]:
         """ref -> (int8 vector, scale) of the records' texts that have one of `model` (their text's
         full hash checked, not only the key's 60 bits)."""
-        wanted = {memory_ref(r.body): text_hash(squeeze(r.body)) for r in records}
+        wanted = dict(_ref_and_hash(r.body) for r in records)
         sql = f"""SELECT ref, hash, vec, scale FROM vec
                   WHERE kind = ? AND model = ? AND {self.store.sql_in_list("ref")}"""
         rows = self.store.rows(sql, (KIND_MEMORY, model, self.store.list_param(sorted(wanted))))
@@ -94,3 +96,9 @@ class MemoryVectors:
         ]
         out.sort(key=lambda f: -f.score)  # stable: ties keep the lexical order
         return out
+
+
+@functools.lru_cache(maxsize=8192)  # every search of a workspace asks it of all its memories
+def _ref_and_hash(body: str) -> tuple[int, str]:
+    """A memory's vector key and the full hash of its text."""
+    return memory_ref(body), text_hash(squeeze(body))
