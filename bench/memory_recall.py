@@ -19,7 +19,8 @@ Each note is remembered by the user (`Archive.memory_remember`: authoritative); 
 one workspace are one memory. A question is asked inside its workspace (`Archive.memory_list`) and
 scored R@1 / R@5 / R@10 / MRR@10 on its first evidence note. The baselines index the same notes in
 FTS5 (the project's query tokens OR'ed, as bench/quality.py's `bm25`; and its `stem`, a
-Lucene-like analyzer with Snowball stems) and ask inside the workspace too. With `--semantic`
+Lucene-like analyzer with Snowball stems), one workspace at a time, so that their document
+frequencies are the workspace's, as the project's are. With `--semantic`
 (the `semantic` extra) the notes are embedded through the archive's own path (vectors cached by
 text under --work) and `hybrid` and `semantic` are asked as well. No constant is fitted here:
 workspaces alternate between halves `a` and `b` and both are reported.
@@ -89,36 +90,43 @@ def _note(ws: Workspace, index: dict[str, int], text: str) -> int:
 
 
 class Baselines:
-    """FTS5 bm25 over the notes, plain (the project's tokens) and stemmed, asked per workspace."""
+    """FTS5 bm25 over the notes, plain (the project's tokens) and stemmed, asked per workspace.
 
-    def __init__(self, workspaces: list[Workspace], stem: bool) -> None:
+    Each workspace is its own collection, as the project's memory search counts document
+    frequencies over the workspace's memories: one table for every workspace would give the
+    baselines frequencies that depend on which other sets are in the run."""
+
+    def __init__(self, stem: bool) -> None:
         import apsw
 
         self.conn = apsw.Connection(":memory:")
         self.stemmer = snowball() if stem else None
-        for name in ("bl", "st"):
-            self.conn.execute(
-                f"""CREATE VIRTUAL TABLE {name} USING fts5(ws UNINDEXED, note UNINDEXED, chars, grams,
-                    tokenize="ascii tokenchars '_'", detail=full)"""
-            )
+        self.current: str | None = None
+
+    def _use(self, ws: Workspace) -> None:
+        if ws.cwd == self.current:
+            return
         with self.conn:
-            for ws in workspaces:
-                for i, text in enumerate(ws.notes):
-                    toks = tokenize(text)
-                    self.conn.execute(
-                        "INSERT INTO bl VALUES (?,?,?,?)", (ws.cwd, i, toks.chars_text(), toks.grams_text())
-                    )
-                    if self.stemmer is not None:
-                        chars, grams = stem_channels(text, self.stemmer)
-                        self.conn.execute(
-                            "INSERT INTO st VALUES (?,?,?,?)", (ws.cwd, i, " ".join(chars), " ".join(grams))
-                        )
+            for name in ("bl", "st"):
+                self.conn.execute(f"DROP TABLE IF EXISTS {name}")
+                self.conn.execute(
+                    f"""CREATE VIRTUAL TABLE {name} USING fts5(note UNINDEXED, chars, grams,
+                        tokenize="ascii tokenchars '_'", detail=full)"""
+                )
+            for i, text in enumerate(ws.notes):
+                toks = tokenize(text)
+                self.conn.execute("INSERT INTO bl VALUES (?,?,?)", (i, toks.chars_text(), toks.grams_text()))
+                if self.stemmer is not None:
+                    chars, grams = stem_channels(text, self.stemmer)
+                    self.conn.execute("INSERT INTO st VALUES (?,?,?)", (i, " ".join(chars), " ".join(grams)))
+        self.current = ws.cwd
 
     def _ask(self, table_name: str, expr: str, ws: Workspace) -> list[int]:
         if not expr:
             return []
-        sql = f"SELECT note FROM {table_name} WHERE {table_name} MATCH ? AND ws = ? ORDER BY bm25({table_name}) LIMIT ?"
-        return [int(r[0]) for r in self.conn.execute(sql, (expr, ws.cwd, K))]
+        self._use(ws)
+        sql = f"SELECT note FROM {table_name} WHERE {table_name} MATCH ? ORDER BY bm25({table_name}) LIMIT ?"
+        return [int(r[0]) for r in self.conn.execute(sql, (expr, K))]
 
     def bm25(self, ws: Workspace, question: str) -> list[int]:
         return self._ask("bl", " OR ".join(f'{t.column}:"{t.text}"' for t in query_tokens(question)), ws)
@@ -196,7 +204,7 @@ def run_all(
         with Timer() as t:
             note_of = remember_all(archive, workspaces)
         print(f"  remembered in {t.ms / 1000:.0f} s", flush=True)
-        base = Baselines(workspaces, stem=True)
+        base = Baselines(stem=True)
         systems = {"project": ask_project(archive, note_of, "lexical"), "bm25": base.bm25, "stem": base.stem}
         if args.semantic:
             embed(archive, args.work, workspaces)
