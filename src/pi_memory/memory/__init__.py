@@ -20,7 +20,7 @@ from .chain import ChainReport, ChainRow, verify_chain
 from .log import MemoryChainBroken, MemoryLog, MemoryRefused, workspace_key
 from .model import MemoryRecord
 from .projection import MemoryState, project
-from .service import Listing, Memories, WriteResult
+from .service import Listing, Memories, WriteResult, clear_caches
 
 __all__ = [
     "ChainReport",
@@ -33,6 +33,7 @@ __all__ = [
     "MemoryRefused",
     "MemoryState",
     "WriteResult",
+    "clear_caches",
     "project",
     "verify_chain",
     "workspace_key",

@@ -125,6 +125,10 @@ def _content_problem(row: ChainRow) -> tuple[str | None, dict[str, Any] | None]:
     return None, event
 
 
+def clear_cache() -> None:
+    _content_problem.cache_clear()
+
+
 def verify_chain(rows: Iterable[ChainRow]) -> ChainReport:
     """Walk the rows in seq order; stop at the first one that breaks the chain."""
     report = ChainReport(rows=0, trusted=0)

@@ -142,6 +142,10 @@ def _body_features(body: str) -> _BodyFeatures:
     )
 
 
+def clear_cache() -> None:
+    _body_features.cache_clear()
+
+
 # --- injection -------------------------------------------------------------------------
 
 

@@ -125,6 +125,10 @@ class Projections:
             self._remember(head_hash, state)
         return _copy(state)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._states.clear()
+
     def _longest_known(self, events: Sequence[Mapping[str, Any]], head_hash: str) -> tuple[int, MemoryState]:
         for end in range(len(events), 0, -1):
             key = head_hash if end == len(events) else str(events[end].get("prev_hash"))

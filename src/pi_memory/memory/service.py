@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ..core import ids
 from ..errors import BadInput, NotFound
 from ..storage.store import Store
-from . import find
+from . import chain, find, seal
 from .chain import ChainReport
 from .log import Appended, MemoryLog, MemoryRefused, now_ms, workspace_key
 from .model import MemoryRecord
@@ -34,7 +34,7 @@ from .policy import (
     normalize_status,
     visible_to,
 )
-from .projection import MemoryState
+from .projection import PROJECTIONS, MemoryState
 
 MIN_ID_PREFIX = 4  # hex chars after `mem_` accepted as a unique prefix
 
@@ -348,3 +348,13 @@ def _require(record: MemoryRecord | None) -> MemoryRecord:
 
 def _seq(done: Appended) -> int | None:
     return int(done.event["seq"]) if done.event is not None else None
+
+
+def clear_caches() -> None:
+    """Forget what this process kept of the chains it verified, replayed and searched (a row's
+    checks, seals, replayed states, bodies' tokens): the next call costs what it costs a new
+    process, as one `pi-memory` command is (`bench/memory_log.py` measures both)."""
+    chain.clear_cache()
+    seal.seal.cache_clear()
+    PROJECTIONS.clear()
+    find.clear_cache()
