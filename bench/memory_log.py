@@ -14,6 +14,7 @@ one in a new process (one `pi-memory` command), measured with those caches clear
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -104,8 +105,9 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     header = result_header("memory-log", {k: str(v) for k, v in vars(args).items()})
-    db = args.db or Path(tempfile.mkdtemp(prefix="bench-mem-")) / "memory.db"
-    rows = run(db, [int(s) for s in args.sizes.split(",")])
+    work = Path(tempfile.mkdtemp(prefix="bench-mem-"))
+    os.environ["XDG_CONFIG_HOME"] = str(work / "config")  # the log's key and pins: the run's own, not the user's
+    rows = run(args.db or work / "memory.db", [int(s) for s in args.sizes.split(",")])
     print(table(list(rows[0]), [list(r.values()) for r in rows]))
     save_json(args.json, {**header, "results": rows})
 
