@@ -82,11 +82,7 @@ class MemoryVectors:
         nearest = dict(sorted(cosines.items(), key=lambda kv: -kv[1])[:MEMORY_NEAREST])
         lexical = {} if self.mode == "semantic" else {f.record.id: f.score for f in found}
         vector = {**{i: cosines[i] for i in lexical if i in cosines}, **nearest}
-        fused = dict(fuse.mix(lexical, vector))
-        best = max(lexical.values(), default=0.0)
-        for memory_id, score in lexical.items():
-            if memory_id not in cosines and best > 0:
-                fused[memory_id] = score / best
+        fused = dict(fuse.mix_unjudged_kept(lexical, vector))
         by_id = {r.id: r for r in records}
         snippets = {f.record.id: f.snippet for f in found}
         out = [
