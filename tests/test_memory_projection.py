@@ -96,12 +96,12 @@ def test_a_projection_handed_out_is_a_copy_the_caller_may_change() -> None:
     assert again.records == project(events[:8]).records and again.last_seq == 8
 
 
-def test_projections_keep_only_the_most_recently_used_states() -> None:
-    events, projections = chained(EVENTS), Projections(size=2)
+def test_projections_keep_the_most_recently_used_states_within_their_records_budget() -> None:
+    events, projections = chained(EVENTS), Projections(budget=7)  # a state costs its records + 1
     for end in (1, 2, 3):
         projections.project(events[:end], f"hash-{end}")
+    assert len(projections) == 2  # 2 + 3 + 4 > 7: the oldest went
     assert projections.project(events[:1], "hash-1").last_seq == 1  # replayed again: evicted, still right
-    assert len(projections._states) == 2
 
 
 def test_supersede_marks_the_old_record_and_links_both_ways() -> None:

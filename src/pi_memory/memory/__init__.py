@@ -1,6 +1,7 @@
 """Long-term memory: an append-only, hash-chained event log the user controls.
 
 Parts, bottom to top:
+- `caches`      what a long-lived process keeps between calls, bounded by size
 - `chain`       canonical event JSON, hashes, chain verification (pure)
 - `model`       the projected record and the vocabularies (kinds, scopes, authors, statuses)
 - `policy`      limits and who may do what (pure; judges events on append and on replay)

@@ -15,7 +15,6 @@ The keyed seals and the pinned head (`seal.py`) are what catch those.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import jsonline
+from .caches import BoundedCache
 
 GENESIS = "0" * 64  # the prev_hash of event 1
 EVENT_VERSION = 1
@@ -101,14 +101,22 @@ def row_problem(row: ChainRow, expected_seq: int, expected_prev: str) -> tuple[s
         return f"seq {row.seq} where {expected_seq} was expected", None
     if row.prev_hash != expected_prev:
         return "prev_hash does not match the previous event's hash", None
-    problem, event = _content_problem(row)
+    known = _CHECKED.get(row)
+    if known is None:
+        known = _content_problem(row)
+        _CHECKED.put(row, known)
+    problem, event = known
     return problem, (dict(event) if event is not None else None)
 
 
 # Every read and write verifies the whole chain again, so a long-lived process (the bridge, `watch`)
-# checks the same rows over and over: what a row's own bytes say about it is remembered, keyed by
-# those bytes (all four columns), so a row changed in any way is checked afresh.
-@functools.lru_cache(maxsize=16384)
+# checks the same rows over and over: what a row's own bytes say about it is kept, keyed by those
+# bytes (all four columns), so a row changed in any way is checked afresh. ~4 MB of event text.
+_CHECKED: BoundedCache[ChainRow, tuple[str | None, dict[str, Any] | None]] = BoundedCache(
+    4_000_000, lambda row, _: len(row.event) + 200
+)
+
+
 def _content_problem(row: ChainRow) -> tuple[str | None, dict[str, Any] | None]:
     try:
         event = jsonline.loads(row.event)
@@ -126,7 +134,7 @@ def _content_problem(row: ChainRow) -> tuple[str | None, dict[str, Any] | None]:
 
 
 def clear_cache() -> None:
-    _content_problem.cache_clear()
+    _CHECKED.clear()
 
 
 def verify_chain(rows: Iterable[ChainRow]) -> ChainReport:

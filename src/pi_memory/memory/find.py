@@ -13,7 +13,6 @@ provider's prompt cache) stays stable from turn to turn.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -29,6 +28,7 @@ from ..core.text import (
     surface_tokens,
     tokenize,
 )
+from .caches import BoundedCache
 from .model import MemoryRecord
 from .policy import matches_status, visible_to
 
@@ -133,17 +133,24 @@ class _BodyFeatures:
 
 
 # A search scans every memory of the workspace; a long-lived process (the bridge) asks again and
-# again, so what a body's text gives is kept (1,500 memories: 88 -> ~45 ms a search).
-@functools.lru_cache(maxsize=8192)
+# again, so what a body's text gives is kept, for ~200,000 characters of bodies (1,500 memories:
+# 88 -> ~45 ms a search; a Chinese body's tokens take ~270 bytes a character).
+_FEATURES: BoundedCache[str, _BodyFeatures] = BoundedCache(200_000, lambda body, _: len(body) + 50)
+
+
 def _body_features(body: str) -> _BodyFeatures:
-    tokens = tokenize(body)
-    return _BodyFeatures(
-        {"chars": set(tokens.chars), "grams": set(tokens.grams)}, float(len(tokens.grams)), normalize_lower(body)
-    )
+    known = _FEATURES.get(body)
+    if known is None:
+        tokens = tokenize(body)
+        known = _BodyFeatures(
+            {"chars": set(tokens.chars), "grams": set(tokens.grams)}, float(len(tokens.grams)), normalize_lower(body)
+        )
+        _FEATURES.put(body, known)
+    return known
 
 
 def clear_cache() -> None:
-    _body_features.cache_clear()
+    _FEATURES.clear()
 
 
 # --- injection -------------------------------------------------------------------------

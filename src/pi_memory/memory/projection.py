@@ -10,11 +10,11 @@ seq recorded in `ignored`, never half-applied.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .caches import BoundedCache
 from .model import SCOPE_ALIASES, MemoryRecord
 from .policy import event_problem
 
@@ -101,33 +101,31 @@ def project(events: Iterable[Mapping[str, Any]]) -> MemoryState:
 
 
 class Projections:
-    """The states of verified chains, remembered by the hash of their last event (a few of them).
+    """The states of verified chains, kept by the hash of their last event.
 
     Every read and write replays the whole chain; in a long-lived process most replays repeat the
     last one, or extend it by an event. A hash-chained event carries the hash of the one before
     it, so the hash of a verified prefix names exactly the events in it: a state found under it is
-    the replay of those events, and only the events after it are applied; states are kept for
-    the process (a front end opens the log anew for each call), whatever archive they came from.
-    Callers get a copy (they apply to it)."""
+    the replay of those events, and only the events after it are applied. States are kept for the
+    process (a front end opens the log anew for each call), whatever archive they came from, up to
+    `budget` records in all. Callers get a copy (they apply to it)."""
 
-    def __init__(self, size: int = 16) -> None:
-        self.size = size
-        self._states: dict[str, MemoryState] = {}  # insertion order = least recently used first
-        self._lock = threading.Lock()  # the bridge serves calls from threads
+    def __init__(self, budget: int = 20_000) -> None:
+        self._states: BoundedCache[str, MemoryState] = BoundedCache(budget, lambda _, state: len(state.records) + 1)
 
     def project(self, events: Sequence[Mapping[str, Any]], head_hash: str) -> MemoryState:
-        with self._lock:
-            start, base = self._longest_known(events, head_hash)
-            state = _copy(base)
+        start, base = self._longest_known(events, head_hash)
+        state = _copy(base)
         for event in events[start:]:
             apply(state, event)
-        with self._lock:
-            self._remember(head_hash, state)
-        return _copy(state)
+        self._states.put(head_hash, _copy(state))
+        return state
 
     def clear(self) -> None:
-        with self._lock:
-            self._states.clear()
+        self._states.clear()
+
+    def __len__(self) -> int:
+        return len(self._states)
 
     def _longest_known(self, events: Sequence[Mapping[str, Any]], head_hash: str) -> tuple[int, MemoryState]:
         for end in range(len(events), 0, -1):
@@ -136,12 +134,6 @@ class Projections:
             if found is not None:
                 return end, found
         return 0, MemoryState()
-
-    def _remember(self, head_hash: str, state: MemoryState) -> None:
-        self._states.pop(head_hash, None)
-        self._states[head_hash] = _copy(state)
-        while len(self._states) > self.size:
-            del self._states[next(iter(self._states))]
 
 
 PROJECTIONS = Projections()  # the process's own

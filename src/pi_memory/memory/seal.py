@@ -88,12 +88,20 @@ def ensure_key() -> bytes:
     return ensure_key()
 
 
-@functools.lru_cache(maxsize=16384)  # every read checks every seal again: the same inputs, the same HMAC
 def seal(key: bytes, workspace: str, chain: int, row: ChainRow, previous: str) -> str:
     """The seal of one event at its place, chained to the seal before it."""
-    message = b"\n".join([_DOMAIN, workspace.encode(), str(chain).encode(), str(row.seq).encode()])
-    message += b"\n" + row.hash.encode() + b"\n" + previous.encode()
+    return _seal(key, workspace, chain, row.seq, row.hash, previous)
+
+
+@functools.lru_cache(maxsize=16384)  # every read checks every seal again: the same inputs, the same HMAC
+def _seal(key: bytes, workspace: str, chain: int, seq: int, event_hash: str, previous: str) -> str:
+    message = b"\n".join([_DOMAIN, workspace.encode(), str(chain).encode(), str(seq).encode()])
+    message += b"\n" + event_hash.encode() + b"\n" + previous.encode()
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def clear_cache() -> None:
+    _seal.cache_clear()
 
 
 def seal_rows(key: bytes, workspace: str, chain: int, rows: Sequence[ChainRow], previous: str = NO_SEAL) -> list[str]:

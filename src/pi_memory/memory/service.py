@@ -355,6 +355,6 @@ def clear_caches() -> None:
     checks, seals, replayed states, bodies' tokens): the next call costs what it costs a new
     process, as one `pi-memory` command is (`bench/memory_log.py` measures both)."""
     chain.clear_cache()
-    seal.seal.cache_clear()
+    seal.clear_cache()
     PROJECTIONS.clear()
     find.clear_cache()

@@ -16,10 +16,10 @@ vectors to compare.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
+from ..memory.caches import BoundedCache
 from ..memory.find import Found, body_snippet
 from ..memory.model import MemoryRecord
 from ..storage.store import Store
@@ -94,7 +94,14 @@ class MemoryVectors:
         return out
 
 
-@functools.lru_cache(maxsize=8192)  # every search of a workspace asks it of all its memories
+# every search of a workspace asks it of all its memories: kept for ~1M characters of bodies
+_REFS: BoundedCache[str, tuple[int, str]] = BoundedCache(1_000_000, lambda body, _: len(body) + 100)
+
+
 def _ref_and_hash(body: str) -> tuple[int, str]:
     """A memory's vector key and the full hash of its text."""
-    return memory_ref(body), text_hash(squeeze(body))
+    known = _REFS.get(body)
+    if known is None:
+        known = (memory_ref(body), text_hash(squeeze(body)))
+        _REFS.put(body, known)
+    return known
