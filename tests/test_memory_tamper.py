@@ -259,6 +259,22 @@ def test_without_the_key_a_sealed_log_is_untrusted_with_a_clear_reason(db_path: 
     assert code == 1 and report["trusted"] == 0 and "sealed with a key this user does not have" in str(report["reason"])
 
 
+def test_doctor_warns_about_a_memory_log_whose_key_is_missing_and_names_the_workspace(
+    db_path: Path, workspace: Path
+) -> None:
+    remembered(db_path, workspace)
+    runner = CliRunner()
+    intact = runner.invoke(cli, ["--db", str(db_path), "doctor"]).stdout
+    assert "memory: 1 workspace, 3 events, every log intact" in intact
+    seal.key_path().unlink()  # as on another machine the archive was copied to
+    out = runner.invoke(cli, ["--db", str(db_path), "doctor"]).stdout
+    assert "memory: 1 workspace, 3 events, 1 not trusted in full" in out
+    assert f"warning: memory log of {workspace_key(workspace)}: trusted up to event 0 of 3" in out
+    assert "key this user does not have" in out
+    report = json.loads(runner.invoke(cli, ["--db", str(db_path), "doctor", "--json"]).stdout)["memory"]
+    assert report["workspaces"] == 1 and report["broken"][0]["workspace"] == workspace_key(workspace)
+
+
 def test_a_fresh_archive_at_the_same_path_takes_new_memories_but_no_unsealed_chain(
     db_path: Path, workspace: Path
 ) -> None:

@@ -90,3 +90,18 @@ def format_report(workspace: str, report: ChainReport) -> str:
         )
         return f"ok: {workspace}: {plural(report.rows, 'event')}, chain intact{sealed} (head {report.head_hash[:16]})"
     return f"BROKEN: {workspace}: " + chain_warning(report).removeprefix("warning: ")
+
+
+def health(reports: list[tuple[str, ChainReport]]) -> tuple[str, list[str]]:
+    """`doctor`'s line on the memory logs, and a warning per workspace whose log is not trusted in
+    full (its memories are then partly or not at all injected: a missing key is the usual cause,
+    after the archive was copied to another machine)."""
+    events = sum(r.rows for _, r in reports)
+    broken = [(w, r) for w, r in reports if not r.ok]
+    line = f"memory: {plural(len(reports), 'workspace')}, {plural(events, 'event')}"
+    line += f", {len(broken)} not trusted in full" if broken else (", every log intact" if reports else "")
+    warnings = [
+        f"memory log of {w}: trusted up to event {r.trusted} of {r.rows}: {r.reason} (`pi-memory memory verify --cwd {w}`)"
+        for w, r in broken
+    ]
+    return line, warnings

@@ -360,22 +360,36 @@ def entries(
 @pass_db
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
-    """Check the installation (extras, pi and pi-memory on PATH, the pi extension) and warn about
-    agent sessions that may be deleted before they are archived (Claude Code's cleanup)."""
+    """Check the installation (extras, pi and pi-memory on PATH, the pi extension), warn about
+    agent sessions that may be deleted before they are archived (Claude Code's cleanup) and about
+    memory logs not trusted in full (a missing key after a move to another machine)."""
     from ...archive.present import plural
+    from ...memory.present import health as memory_health
     from .install import format_checks, gather_facts, installation_checks, problems
 
     checks = installation_checks(gather_facts())
     with open_archive(ctx) as archive:
         advice = archive.doctor()
         semantic = archive.semantic_state()
+        chains = archive.memory_verify(all_workspaces=True)
     if as_json:
-        emit_json({**advice.to_dict(), "install": [c.to_dict() for c in checks], "semantic": semantic.to_dict()})
+        memory = {"workspaces": len(chains), "broken": [{"workspace": w, **r.to_dict()} for w, r in chains if not r.ok]}
+        emit_json(
+            {
+                **advice.to_dict(),
+                "install": [c.to_dict() for c in checks],
+                "semantic": semantic.to_dict(),
+                "memory": memory,
+            }
+        )
         return
     echo("installation:")
     for line in format_checks(checks):
         echo(line)
     echo(semantic.line)
+    memory_line, memory_warnings = memory_health(chains)
+    echo(memory_line)
+    advice.warnings.extend(memory_warnings)
     for check in problems(checks):
         advice.warnings.append(f"{check.name}: {check.detail}")
     echo(f"Claude Code: {plural(advice.files, 'session file')}, {advice.unarchived} not archived as they are now")
