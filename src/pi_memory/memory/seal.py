@@ -264,11 +264,25 @@ def write_pin(archive: str, workspace: str, pin: Pin) -> None:
 
 
 def _legacy_pins() -> dict[str, dict[str, Any]]:
+    """The one-file pins of earlier versions, parsed once per version of the file (it can be large
+    and is read for every workspace not pinned the new way yet)."""
+    path = legacy_pins_path()
     try:
-        value = jsonline.loads(legacy_pins_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        stat = path.stat()
+    except OSError:
         return {}
-    return value if isinstance(value, dict) else {}
+    identity = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if identity not in _LEGACY:
+        try:
+            value = jsonline.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            value = {}
+        _LEGACY.clear()  # one version of one file
+        _LEGACY[identity] = value if isinstance(value, dict) else {}
+    return _LEGACY[identity]
+
+
+_LEGACY: dict[tuple[str, int, int, int], dict[str, dict[str, Any]]] = {}  # the file's identity -> its pins
 
 
 @contextlib.contextmanager
