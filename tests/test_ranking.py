@@ -1,11 +1,11 @@
-"""Pure scoring functions: idf, bm25, term frequency, phrase bonus, session score."""
+"""Pure ranking functions: idf, token weights, bm25, session score (the re-rank itself: test_scoring.py)."""
 
 from __future__ import annotations
 
 import math
 
 from pi_memory.core import ranking
-from pi_memory.core.text import QueryToken, normalize, query_tokens
+from pi_memory.core.text import QueryToken, query_tokens
 
 
 def test_idf_is_higher_for_rarer_tokens() -> None:
@@ -42,69 +42,12 @@ def test_bm25_ignores_absent_tokens() -> None:
     assert ranking.bm25([(0, 5.0)], 100, 100) == 0.0
 
 
-def test_term_frequency_counts_words_at_word_and_identifier_part_boundaries() -> None:
-    text = normalize("The cache, caches and a CACHE_KEY; cache.")
-    assert ranking.term_frequency(text, QueryToken("cache", "word")) == 3  # not `caches`; `CACHE_KEY` has it
-    assert ranking.term_frequency(text, QueryToken("cache_key", "word")) == 1
-
-
-def test_term_frequency_counts_cjk_substrings() -> None:
-    text = normalize("缓存索引的缓存")
-    assert ranking.term_frequency(text, QueryToken("缓存", "gram")) == 2
-    assert ranking.term_frequency(text, QueryToken("引", "char")) == 1
-
-
-def test_term_frequency_finds_identifier_parts_inside_lowercased_identifiers() -> None:
-    text = normalize("call watchEffect() here")
-    assert ranking.term_frequency(text, QueryToken("effect", "part")) == 1
-
-
-def test_doc_length_counts_a_cjk_character_as_one_token_and_a_word_as_one() -> None:
-    assert ranking.doc_length("缓存索引") == 4
-    assert ranking.doc_length("hello world! a x_y 42") == 4  # single letters are not indexed
-    assert ranking.doc_length("改 cache_key 后") == 3
-
-
 def test_bigrams_straddling_a_function_character_weigh_less() -> None:
     tokens = query_tokens("炮身的容量")
     df = {"炮身": 10, "身的": 10, "的容": 10, "容量": 10, "的": 900, "炮": 50, "身": 50, "容": 50, "量": 50}
     weights = ranking.token_weights(tokens, df, 1000)
     assert weights["身的"] == weights["容量"] * ranking.BOUNDARY_GRAM_WEIGHT
     assert weights["炮身"] == weights["容量"]
-
-
-def test_phrase_bonus_rewards_query_tokens_adjacent_in_the_text() -> None:
-    query = normalize("缓存索引")
-    weights = {t.text: 2.0 for t in query_tokens(query)}
-    phrases = ranking.query_phrases(query, weights)
-    assert ranking.phrase_bonus("我们讨论了缓存索引方案", phrases) > 0
-    assert ranking.phrase_bonus("缓存很大，索引很慢", phrases) == 0
-
-
-def test_phrase_bonus_for_english_word_pairs() -> None:
-    query = normalize("reactive system")
-    weights = {t.text: 2.0 for t in query_tokens(query)}
-    phrases = ranking.query_phrases(query, weights)
-    assert ranking.phrase_bonus("the reactive system works", phrases) > 0
-    assert ranking.phrase_bonus("a system that is reactive", phrases) == 0
-
-
-def test_score_text_ranks_the_text_holding_all_tokens_above_one_holding_some() -> None:
-    tokens = query_tokens("缓存索引")
-    weights = {t.text: ranking.token_weight(t, 5, 1000) for t in tokens}
-    phrases = ranking.query_phrases("缓存索引", weights)
-    full = ranking.score_text("上次的缓存索引方案", tokens, weights, phrases, 10)
-    part = ranking.score_text("上次的缓存方案", tokens, weights, phrases, 10)
-    assert full > part > 0
-
-
-def test_score_text_measures_length_in_chars_or_in_tokens_as_asked() -> None:
-    tokens = query_tokens("cache")
-    weights = {"cache": 2.0}
-    code = "cache = {'a': 1, 'b': 2, 'c': 3}; print(cache)"  # many chars, few tokens
-    by_chars = ranking.score_text(code, tokens, weights, [], 20)
-    by_tokens = ranking.score_text(code, tokens, weights, [], 20, in_tokens=True)
-    assert by_tokens > by_chars
 
 
 def test_session_score_is_the_best_hit_plus_a_diminishing_share_of_the_rest() -> None:

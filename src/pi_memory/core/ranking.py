@@ -1,13 +1,16 @@
-"""How well one message answers a query: BM25 over the two channels plus a phrase bonus (pure).
+"""The weights of a query's tokens and the BM25 formula the re-rank scores with (pure).
 
-Design idea: the candidates come from the index (see `search`); this module
-only scores a handful of them exactly, from their text. It is BM25 (the
-ranking people expect from a search box) computed over the same tokens the
-index holds: CJK bigrams, CJK characters (weighted low: one character says
-little) and words. A small bonus rewards query tokens that appear next to each
-other in the text, which is what tells `缓存索引` apart from a page that merely
-has `缓存` at the top and `索引` at the bottom. Recency is only a tie-breaker,
-applied by the caller.
+Design idea: the candidates come from the index (see `search`) and are scored
+exactly by `scoring.score_documents`; this module holds what that score is made
+of. It is BM25 (the ranking people expect from a search box) over the same
+tokens the index holds: CJK bigrams, CJK characters (weighted low: one
+character says little) and words, each weighted by its idf (`token_weights`).
+Query tokens adjacent in the query (`query_phrases`) earn a small bonus where
+they are adjacent in the text too, which is what tells `缓存索引` apart from a
+page that merely has `缓存` at the top and `索引` at the bottom; a document's
+score is scaled by the share of the query's weight it holds (`COVERAGE_FLOOR`).
+A session scores its best message and a share of the rest (`session_score`).
+Recency is only a tie-breaker, applied by the caller.
 
 Every weight is a named constant: the quality benchmark (`bench/quality.py`)
 is how they were chosen, and how any change to them must be justified.
@@ -19,7 +22,6 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from .text import QueryToken, is_cjk, tokenize
 
@@ -107,38 +109,6 @@ def token_weights(tokens: list[QueryToken], df: dict[str, int], n_docs: int, nor
     return weights
 
 
-@lru_cache(maxsize=4096)
-def _word_pattern(word: str) -> re.Pattern[str]:
-    # `_` splits identifiers into indexed parts, so `api` counts in `openai_api_key`
-    return re.compile(rf"(?<![a-z0-9]){re.escape(word)}(?![a-z0-9])")
-
-
-def term_frequency(norm_text: str, token: QueryToken) -> int:
-    """Occurrences of a token in normalized text, counted the way the tokenizer cuts.
-
-    An identifier part (`effect` of `watchEffect`) was cut at a case change that
-    lower-casing erased, so it is counted as a plain substring.
-    """
-    if token.kind in ("char", "gram", "part"):
-        return norm_text.count(token.text)
-    if token.text not in norm_text:  # the common case, and a cheap test before the regex
-        return 0
-    return len(_word_pattern(token.text).findall(norm_text))
-
-
-_WORD_RUN = re.compile(r"[a-z0-9_]{2,}")
-
-
-def doc_length(norm_text: str) -> float:
-    """Length in tokens, as the index counts it: one per CJK character, one per word.
-
-    A CJK character is 3 UTF-8 bytes and an ASCII one 1, so the byte length
-    counts them without a loop in Python.
-    """
-    n_wide = (len(norm_text.encode("utf-8")) - len(norm_text)) / 2
-    return n_wide + len(_WORD_RUN.findall(norm_text))
-
-
 def doc_tokens(text: str) -> int:
     """A message's length for BM25: its tokens in the index's `grams` channel (CJK pairs and words).
 
@@ -178,46 +148,6 @@ def query_phrases(norm_query: str, weights: dict[str, float]) -> list[Phrase]:
     for a, b in zip(words, words[1:], strict=False):
         phrases.append(Phrase(f"{a} {b}", min(weights.get(a, 0.0), weights.get(b, 0.0)), True))
     return [p for p in phrases if p.weight > 0]
-
-
-def phrase_bonus(norm_text: str, phrases: list[Phrase]) -> float:
-    total = 0.0
-    for p in phrases:
-        if p.is_word_pair:
-            a, b = p.text.split(" ")
-            if a not in norm_text or b not in norm_text:
-                continue
-            pair = rf"(?<![a-z0-9_]){re.escape(a)}\W{{1,3}}{re.escape(b)}(?![a-z0-9_])"
-            found = re.search(pair, norm_text) is not None
-        else:
-            found = p.text in norm_text
-        if found:
-            total += p.weight
-    return PHRASE_WEIGHT * total
-
-
-def score_text(
-    norm_text: str,
-    tokens: list[QueryToken],
-    weights: dict[str, float],
-    phrases: list[Phrase],
-    avg_len: float,
-    in_tokens: bool = False,
-) -> float:
-    """The full score of one document for one query: BM25 + phrase bonus, scaled by weighted coverage.
-
-    `avg_len` is the mean length of the collection's documents: in characters
-    (`len` of the normalized text), or with `in_tokens` in `doc_length` units,
-    which ranks mixed code/prose/CJK collections better (bench/quality.py).
-    """
-    tfs = [(term_frequency(norm_text, t), weights.get(t.text, 0.0)) for t in tokens]
-    length = doc_length(norm_text) if in_tokens else len(norm_text)
-    base = bm25(tfs, length, avg_len) + phrase_bonus(norm_text, phrases)
-    total = sum(w for _, w in tfs)
-    if COVERAGE_FLOOR >= 1.0 or total <= 0:
-        return base
-    covered = sum(w for tf, w in tfs if tf > 0) / total
-    return base * (COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * covered)
 
 
 # --- sessions ---------------------------------------------------------------------------

@@ -15,9 +15,9 @@ So the texts are never folded and never searched token by token:
   and counts every character and every adjacent pair of all candidates in
   two `bincount`s: the CJK term frequencies of every candidate at C speed,
   whatever the number of terms. Words are counted with `str.find`.
-- BM25 (`ranking.K1`, `ranking.B`, lengths in tokens from the index), the
-  phrase bonus and the coverage factor are then the formula of
-  `ranking.score_text`, plus one rule: a CJK term found only in another script
+- BM25 (`ranking.bm25`: `ranking.K1`, `ranking.B`, lengths in tokens from the
+  index), the phrase bonus (`ranking.PHRASE_WEIGHT` per adjacent pair) and the
+  coverage factor (`ranking.COVERAGE_FLOOR`), plus one rule: a CJK term found only in another script
   than the one typed (`燦` for `灿`) counts FOLDED_ONLY_WEIGHT of its weight,
   so the form the user typed comes first, all else equal.
 - The query's runs as typed (`text.typed_runs`: whole words, CJK stretches)

@@ -87,9 +87,9 @@ def search(records: list[MemoryRecord], query: str) -> list[Found]:
     scripts) with document frequencies counted over these records; records holding none of the
     query's terms, or only characters cut out of its words, are dropped. No query: all, in order.
 
-    The previous scorer (`ranking.score_text`, no other forms) ranked the evidence first for 0.195
-    of RealTalk-a's questions asked of its turns as notes, against 0.260 for a stemmed bm25
-    (bench/memory_recall.py)."""
+    The previous scorer (BM25 and phrases over the normalized text, no other forms) ranked the
+    evidence first for 0.195 of RealTalk-a's questions asked of its turns as notes, against 0.260
+    for a stemmed bm25 (bench/memory_recall.py)."""
     if not query.strip():
         return [Found(r, 0.0, body_snippet(r.body, "")) for r in records]
     scores = score_bodies([r.body for r in records], query)

@@ -1,7 +1,7 @@
 """Candidate retrieval on PostgreSQL: the same bounded plan as `search.py`, over a GIN index.
 
 Design idea: only the three SQL steps of `Searcher` change; planning (which
-tokens are rare, which common), the exact re-rank (`ranking.score_text`),
+tokens are rare, which common), the exact re-rank (`scoring.score_documents`),
 recency tie-breaks and snippets are inherited unchanged, so both backends
 return the same hits in the same order.
 
