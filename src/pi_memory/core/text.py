@@ -540,9 +540,11 @@ def query_tokens(query: str) -> list[QueryToken]:
     return out
 
 
-def surface_tokens(query: str) -> list[QueryToken]:
-    """The query's characters typed in a script that folds to another, as `tokenize` indexes them."""
-    return [QueryToken(ch, "surface") for ch in surface_chars(query.replace("\x00", " "))]
+def surface_tokens(query: str, besides: Iterable[QueryToken] = ()) -> list[QueryToken]:
+    """The query's characters typed in a script that folds to another, as `tokenize` indexes them;
+    with `besides` (the query's tokens), only those no token of it already spells."""
+    taken = {t.text for t in besides}
+    return [QueryToken(ch, "surface") for ch in surface_chars(query.replace("\x00", " ")) if ch not in taken]
 
 
 def fts_or(tokens: list[QueryToken]) -> str:

@@ -110,8 +110,7 @@ def score_bodies(bodies: list[str], query: str) -> list[float]:
     def df_of(token: QueryToken) -> int:
         return sum(1 for c in columns if token.text in c[token.column])
 
-    folded = {t.text for t in tokens}
-    surface = [t for t in surface_tokens(query) if t.text not in folded]
+    surface = surface_tokens(query, tokens)
     df = {t.text: df_of(t) for t in tokens + surface}
     forms = {t.text: [df_of(QueryToken(f, "word")) for f in variants(t.text)] for t in tokens if t.kind == "word"}
     shares = ranking.form_shares(df, forms, n_docs)

@@ -297,8 +297,7 @@ class Searcher:
         n_docs = counters.get("indexed_docs", 0)
         self.df_cache.check(n_docs)
         tokens = query_tokens(query)
-        folded = {t.text for t in tokens}
-        surface = [t for t in surface_tokens(query) if t.text not in folded]
+        surface = surface_tokens(query, tokens)
         df = {t.text: self.document_frequency(t, n_docs) for t in tokens + surface}
         forms = {
             t.text: {f: self.document_frequency(QueryToken(f, "word"), n_docs) for f in variants(t.text)}
