@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Timer, result_header, save_json, table  # noqa: E402
 from qsets import read_set, snowball, stem_channels, stemmed_query  # noqa: E402
-from quality import K, first_rank, metrics  # noqa: E402
+from quality import K, bm25_or, first_rank, metrics  # noqa: E402
 
 from pi_memory.archive.api import Archive  # noqa: E402
 from pi_memory.core.text import query_tokens, tokenize  # noqa: E402
@@ -129,7 +129,7 @@ class Baselines:
         return [int(r[0]) for r in self.conn.execute(sql, (expr, K))]
 
     def bm25(self, ws: Workspace, question: str) -> list[int]:
-        return self._ask("bl", " OR ".join(f'{t.column}:"{t.text}"' for t in query_tokens(question)), ws)
+        return self._ask("bl", bm25_or(query_tokens(question)), ws)
 
     def stem(self, ws: Workspace, question: str) -> list[int]:
         assert self.stemmer is not None

@@ -407,7 +407,7 @@ def exact_form(qs: QSets, pool: list[str], n: int, rng: random.Random, keys: Key
 # --- systems ---------------------------------------------------------------------------
 
 
-def _bm25_or(toks: list[QueryToken]) -> str:
+def bm25_or(toks: list[QueryToken]) -> str:
     """The bm25 baseline's expression: each token in the column that holds it. Its table keeps
     positions and columns (detail=full), where bm25 scores per column: without the filter a word
     would count in both channels (the archive's own index, detail='none', needs no filter)."""
@@ -519,7 +519,7 @@ class Systems:
 
     def bm25(self, q: Query) -> list[int]:
         toks = query_tokens(q.text)
-        return self._fts("bl_fts", _bm25_or(toks), q) if toks else []
+        return self._fts("bl_fts", bm25_or(toks), q) if toks else []
 
     def stem(self, q: Query) -> list[int]:
         assert self.stemmer is not None
