@@ -277,6 +277,7 @@ def surface_forms(folded: str) -> tuple[str, ...]:
     return tuple(forms)
 
 
+@lru_cache(maxsize=8192)  # asked for every CJK token of a query (~300 for a long question); pure
 def other_script_chars(folded: str) -> tuple[str, ...]:
     """The characters of a folded CJK token's other spellings that fold to one of its own (`發`, `髮`
     for `发`): the ones the index keeps as typed (`surface_chars`)."""
@@ -580,12 +581,13 @@ def find_first(norm_text: str, needles: list[str]) -> tuple[int, str] | None:
     return best
 
 
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+# what a whole word may not touch on either side: ASCII letters and digits (`_` is a boundary)
+WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 
 
 def whole_word_at(text: str, start: int, end: int) -> bool:
     """text[start:end] is not inside a longer run of ASCII letters and digits (`_` is a boundary)."""
-    return (start == 0 or text[start - 1] not in _ALNUM) and (end >= len(text) or text[end] not in _ALNUM)
+    return (start == 0 or text[start - 1] not in WORD_CHARS) and (end >= len(text) or text[end] not in WORD_CHARS)
 
 
 def _find_token(norm_text: str, needle: str) -> int:
