@@ -30,6 +30,8 @@ So the texts are never folded and never searched token by token:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -129,7 +131,7 @@ def prepare(
     tokens: list[QueryToken],
     weights: dict[str, float],
     norm_query: str,
-    typed: dict[str, set[str]],
+    typed: Mapping[str, AbstractSet[str]],
     runs: tuple[str, ...] = (),
     form_shares: dict[str, float] | None = None,
 ) -> PreparedQuery:
@@ -141,7 +143,9 @@ def prepare(
         cjk = t.kind in ("char", "gram")
         forms = surface_forms(t.text) if cjk else (t.text,)
         exact = typed.get(t.text) or {t.text}
-        forms += tuple(sorted(f for f in exact if f not in forms and len(f) == len(t.text)))
+        other = [f for f in exact if f not in forms and len(f) == len(t.text)]  # most often none
+        if other:
+            forms += tuple(sorted(other))
         meaningful = t.kind != "char" or t.text in alone
         root = stem_root(t.text) if t.kind == "word" else None
         share = (form_shares or {}).get(t.text, 1.0)
