@@ -21,10 +21,9 @@ from __future__ import annotations
 import os
 import re
 import struct
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import fold_table
@@ -286,9 +285,8 @@ def other_script_chars(folded: str) -> tuple[str, ...]:
     return tuple(sorted({v for ch in folded for v in variants.get(ch, ())}))
 
 
-@lru_cache(maxsize=16)  # a search asks twice (its plan, its scoring), for a long question ~0.3 ms each
-def typed_forms(query: str) -> Mapping[str, frozenset[str]]:
-    """folded CJK char or bigram -> the spellings the user typed for it (lower-cased); read-only.
+def typed_forms(query: str) -> dict[str, set[str]]:
+    """folded CJK char or bigram -> the spellings the user typed for it (lower-cased).
 
     Folding per character keeps positions, so each folded token lines up with
     what was typed; `宝玉` typed as `寶玉` maps `宝玉` -> {`寶玉`}.
@@ -302,7 +300,7 @@ def typed_forms(query: str) -> Mapping[str, frozenset[str]]:
             out.setdefault(folded[i], set()).add(typed[i])
             if i + 1 < end:
                 out.setdefault(folded[i : i + 2], set()).add(typed[i : i + 2])
-    return MappingProxyType({token: frozenset(spellings) for token, spellings in out.items()})
+    return out
 
 
 def is_cjk(ch: str) -> bool:
