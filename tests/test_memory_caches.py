@@ -43,3 +43,14 @@ def test_a_checked_row_handed_out_twice_is_two_copies() -> None:
     first["body"] = "changed by a caller"
     _, second = row_problem(row, 1, "0" * 64)
     assert second is not None and second["body"] == "x"
+
+
+def test_remembered_makes_a_value_once_and_then_hands_back_the_kept_one() -> None:
+    cache, made = by_length(), []
+
+    def make(key: str) -> int:
+        made.append(key)
+        return len(made)
+
+    assert cache.remembered("aaaa", make) == 1
+    assert cache.remembered("aaaa", make) == 1 and made == ["aaaa"]

@@ -41,6 +41,14 @@ class BoundedCache(Generic[K, V]):
             pass
         return found[0]
 
+    def remembered(self, key: K, make: Callable[[K], V]) -> V:
+        """The value kept for `key`, else `make(key)`, kept from now on."""
+        found = self.get(key)
+        if found is None:
+            found = make(key)
+            self.put(key, found)
+        return found
+
     def put(self, key: K, value: V) -> None:
         cost = self.cost(key, value)
         if cost > self.budget:

@@ -101,11 +101,7 @@ def row_problem(row: ChainRow, expected_seq: int, expected_prev: str) -> tuple[s
         return f"seq {row.seq} where {expected_seq} was expected", None
     if row.prev_hash != expected_prev:
         return "prev_hash does not match the previous event's hash", None
-    known = _CHECKED.get(row)
-    if known is None:
-        known = _content_problem(row)
-        _CHECKED.put(row, known)
-    problem, event = known
+    problem, event = _CHECKED.remembered(row, _content_problem)
     return problem, (dict(event) if event is not None else None)
 
 

@@ -138,14 +138,14 @@ _FEATURES: BoundedCache[str, _BodyFeatures] = BoundedCache(200_000, lambda body,
 
 
 def _body_features(body: str) -> _BodyFeatures:
-    known = _FEATURES.get(body)
-    if known is None:
-        tokens = tokenize(body)
-        known = _BodyFeatures(
-            {"chars": set(tokens.chars), "grams": set(tokens.grams)}, float(len(tokens.grams)), normalize_lower(body)
-        )
-        _FEATURES.put(body, known)
-    return known
+    return _FEATURES.remembered(body, _features_of)
+
+
+def _features_of(body: str) -> _BodyFeatures:
+    tokens = tokenize(body)
+    return _BodyFeatures(
+        {"chars": set(tokens.chars), "grams": set(tokens.grams)}, float(len(tokens.grams)), normalize_lower(body)
+    )
 
 
 def clear_cache() -> None:

@@ -100,8 +100,4 @@ _REFS: BoundedCache[str, tuple[int, str]] = BoundedCache(1_000_000, lambda body,
 
 def _ref_and_hash(body: str) -> tuple[int, str]:
     """A memory's vector key and the full hash of its text."""
-    known = _REFS.get(body)
-    if known is None:
-        known = (memory_ref(body), text_hash(squeeze(body)))
-        _REFS.put(body, known)
-    return known
+    return _REFS.remembered(body, lambda text: (memory_ref(text), text_hash(squeeze(text))))
