@@ -121,7 +121,9 @@ def doc_tokens(text: str) -> int:
 
 
 def bm25(tfs: Iterable[tuple[int, float]], doc_len: float, avg_len: float) -> float:
-    """Sum over (tf, weight) pairs of weight * saturated, length-normalized tf."""
+    """Sum over (tf, weight) pairs of weight * saturated, length-normalized tf: the formula for one
+    document, as a reader checks it. `scoring.score_documents` computes the same for every candidate
+    and term at once in NumPy, and its tests hold it to this."""
     norm = K1 * (1.0 - B + B * doc_len / max(avg_len, 1.0))
     return sum(w * tf * (K1 + 1.0) / (tf + norm) for tf, w in tfs if tf > 0)
 

@@ -15,7 +15,7 @@ So the texts are never folded and never searched token by token:
   and counts every character and every adjacent pair of all candidates in
   two `bincount`s: the CJK term frequencies of every candidate at C speed,
   whatever the number of terms. Words are counted with `str.find`.
-- BM25 (`ranking.bm25`: `ranking.K1`, `ranking.B`, lengths in tokens from the
+- BM25 (`ranking.bm25`'s formula, in NumPy: `ranking.K1`, `ranking.B`, lengths in tokens from the
   index), the phrase bonus (`ranking.PHRASE_WEIGHT` per adjacent pair) and the
   coverage factor (`ranking.COVERAGE_FLOOR`), plus one rule: a CJK term found only in another script
   than the one typed (`燦` for `灿`) counts FOLDED_ONLY_WEIGHT of its weight,
