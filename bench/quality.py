@@ -770,16 +770,23 @@ def print_report(
             if not worse
             else f"\nproject below {base} in: {worse}"
         )
-    if "bm25" not in ranks_by:
-        return
-    # queries where the project did not put a target first, those bm25 did better on first: what tuning looks at
+    for base in ("bm25", "stem"):
+        if base in ranks_by and show_misses:
+            print_misses(queries, ranks_by["project"], ranks_by[base], base, show_misses)
+
+
+def print_misses(
+    queries: list[Query], mine: list[int | None], theirs: list[int | None], base: str, show_misses: int
+) -> None:
+    """The queries where the project did not put a target first, those the baseline did better on
+    first: what tuning looks at."""
     shown: dict[str, int] = {}
-    pairs = list(zip(queries, ranks_by["project"], ranks_by["bm25"], strict=True))
+    pairs = list(zip(queries, mine, theirs, strict=True))
     pairs.sort(key=lambda p: not (p[2] is not None and (p[1] is None or p[1] > p[2])))
     for q, a, b in pairs:
         if a != 0 and shown.get(q.set, 0) < show_misses:  # ranks count from 0
             shown[q.set] = shown.get(q.set, 0) + 1
-            print(f"  miss [{q.set}] {q.text!r}: project rank {a}, bm25 rank {b}")
+            print(f"  miss [{q.set}] {q.text!r}: project rank {a}, {base} rank {b}")
 
 
 def main() -> None:
@@ -798,7 +805,7 @@ def main() -> None:
         "--show-misses",
         type=int,
         default=0,
-        help="print this many queries per set where the project missed the top (those bm25 did better on first)",
+        help="print this many queries per set where the project missed the top (those a baseline did better on first)",
     )
     ap.add_argument("--set", action="append", default=[], help="override a tuning constant: search.NAME=VALUE")
     ap.add_argument("--keep", type=Path, default=None, help="build the archive in this folder and keep it")
