@@ -789,6 +789,17 @@ def print_misses(
             print(f"  miss [{q.set}] {q.text!r}: project rank {a}, {base} rank {b}")
 
 
+def write_ranks(path: Path | None, queries: list[Query], ranks_by: dict[str, list[int | None]]) -> None:
+    """One JSON line per query: its set, text and the rank each system gave its first target (from 0;
+    null: not in the top 10), for comparing systems question by question (which fail where)."""
+    if path is None:
+        return
+    with path.open("w", encoding="utf-8") as f:
+        for k, q in enumerate(queries):
+            ranks = {name: ranks[k] for name, ranks in ranks_by.items()}
+            f.write(json.dumps({"set": q.set, "q": q.text, "ranks": ranks}, ensure_ascii=False) + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, default=Path("../shared/corpora"))
@@ -824,6 +835,7 @@ def main() -> None:
         help="the documents archive of CMRC and the Vue docs alone (no books, no BoolQ/PubMedQA): small enough to embed",
     )
     ap.add_argument("--fuse-weights", default="", help="also run hybrid at these fuse.LEXICAL_WEIGHT values (tuning)")
+    ap.add_argument("--ranks", type=Path, default=None, help="write each query's rank per system here (JSON lines)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     apply_overrides(args.set)
@@ -904,6 +916,7 @@ def main() -> None:
         for name, ms in latencies.items():
             results[name]["_latency_ms"] = latency_summary(ms)
         print_report(results, ranks_by, queries, args.show_misses)
+        write_ranks(args.ranks, queries, ranks_by)
     print(f"\nwhole run: {t_total.ms / 1000:.0f} s")
     data = header
     set_names = list(dict.fromkeys(q.set for q in queries))
