@@ -164,6 +164,30 @@ def test_a_hit_is_any_target_and_the_metrics_count_ranks_from_zero() -> None:
     assert m["R@1"] == 0.25 and m["R@5"] == 0.5 and m["MRR@10"] == pytest.approx((1 + 0.5) / 4)
 
 
+def test_each_question_s_rank_per_system_is_written_as_one_json_line(tmp_path: Path) -> None:
+    import quality
+
+    queries = [qsets.Query("conv-a-turn", "When did Ann move?", frozenset({1})), qsets.Query("frag", "x", frozenset())]
+    out = tmp_path / "ranks.jsonl"
+    quality.write_ranks(out, queries, {"project": [0, None], "stem": [2, 1]})
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert lines == [
+        {"set": "conv-a-turn", "q": "When did Ann move?", "ranks": {"project": 0, "stem": 2}},
+        {"set": "frag", "q": "x", "ranks": {"project": None, "stem": 1}},
+    ]
+    quality.write_ranks(None, queries, {})  # no file asked for: nothing written, no error
+
+
+def test_misses_list_the_questions_a_baseline_put_higher_first(capsys: pytest.CaptureFixture[str]) -> None:
+    import quality
+
+    queries = [qsets.Query("s", f"q{i}", frozenset()) for i in range(3)]
+    quality.print_misses(queries, [3, 0, None], [5, 1, 0], "stem", 2)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "  miss [s] 'q2': project rank None, stem rank 0"  # the baseline did better: first
+    assert lines[1] == "  miss [s] 'q0': project rank 3, stem rank 5" and len(lines) == 2  # q1 was no miss
+
+
 def test_memdaily_questions_the_generator_failed_on_are_left_out(tmp_path: Path) -> None:
     traj = {
         "tid": 0,
