@@ -150,6 +150,8 @@ def test_filters_and_echo_rules_apply_to_vector_hits(team: Archive):
     assert echoes and found and not found & echoes
     asked = team.search("deploy codename", limit=20, include_echoes=True, asking_session=ECHO_SESSION)
     assert not {h.msg_id for h in asked} & set(team.searcher.current_run_ids(ECHO_SESSION))
+    with_echoes = {h.msg_id for h in team.search("deploy codename", limit=20, mode="semantic", include_echoes=True)}
+    assert with_echoes & echoes  # the walk's echo marks: left out by default only
     mine = team.search(QUESTION, limit=5, mode="semantic", mine=True)  # who wrote it: the team filters
     assert mine and team.search(QUESTION, limit=5, mode="semantic", authors=["nobody-here"]) == []
     runs = team.search(QUESTION, limit=5, scope="summary", mode="semantic", mine=True)

@@ -14,9 +14,9 @@ from the server, one statement, in one of two ways (bench/pg_vector_scan.py, doc
 - a search over the whole archive: the HNSW index of the messages' vectors (`vec_emb`, where the
   server's pgvector has HNSW), `hnsw.ef_search` at the rows asked for: 0.999 of the exact top 100
   in ~5 ms instead of ~80 at 100k units; echoes and the asking run are then left out after, as on
-  SQLite (`VectorSearch._allowed`). That walk starts as soon as the query's vector is there, on a
-  connection of its own from the query's worker thread, while the keyword side still runs on the
-  archive's: at 106k units (the bench/semantic_speed.py --pg archive, 100 questions, both ways
+  SQLite, by the echo mark the walk brings along (`_allowed_rows`). That walk starts as soon as the
+  query's vector is there, on a connection of its own from the query's worker thread, while the
+  keyword side still runs on the archive's: at 106k units (the bench/semantic_speed.py --pg archive, 100 questions, both ways
   alternated in one process) hybrid added 10.3 / 28.6 ms p50 / p95 to the keyword search so, 16.9 /
   31.9 walking after it, the same hits. One more connection per archive object that searches; once
   it fails, the walk runs after the keyword side on the archive's connection, as before.
@@ -123,8 +123,7 @@ class PgVectorSearch(VectorSearch):
             rows = self._take_walked(query_vector, k * CHECK_PER_HIT)
             if rows is None:
                 rows = self._by_index(query_vector, k * CHECK_PER_HIT)
-            ranked = _best(query_vector, rows, k * CHECK_PER_HIT)
-            return self._allowed(ranked, filters, k)  # echoes and the asking run out
+            return _best(query_vector, _allowed_rows(rows, filters), k)
 
     def _exact(self, query_vector: np.ndarray, f: Filters, n: int) -> list[tuple[Any, ...]]:
         where, params = filter_sql(f, cast(Any, self.store))
@@ -146,9 +145,23 @@ class PgVectorSearch(VectorSearch):
         return self.store.rows(self._index_sql(), [self.model_id, vector_literal(query_vector), n])
 
     def _index_sql(self) -> str:
-        """The `n` nearest message units by the HNSW index (model, query vector, n)."""
-        return f"""SELECT v.ref, v.vec, v.scale, v.id FROM vec v WHERE v.kind = {KIND_MESSAGE} AND v.model = %s
-                   ORDER BY v.emb {self.pg.distance_operator()} %s::{self.pg.vector_type()} LIMIT %s"""
+        """The `n` nearest message units by the HNSW index (model, query vector, n), each with its
+        message's echo mark: the walk's rows are then filtered without another statement
+        (`_allowed_rows`; the ordered walk stays a subquery, so the join cannot change its plan)."""
+        return f"""SELECT v.ref, v.vec, v.scale, v.id, m.echo FROM (
+                     SELECT ref, vec, scale, id FROM vec WHERE kind = {KIND_MESSAGE} AND model = %s
+                     ORDER BY emb {self.pg.distance_operator()} %s::{self.pg.vector_type()} LIMIT %s) v
+                   JOIN msg m ON m.id = v.ref"""
+
+
+def _allowed_rows(rows: list[tuple[Any, ...]], f: Filters) -> list[tuple[Any, ...]]:
+    """The walked rows (ref, vec, scale, id, echo) a search over the whole archive allows: no echo
+    unless asked for, none of the asking run. (A filter that narrows takes the exact scan, whose
+    statement holds every filter.) SQLite's `VectorSearch._allowed` asks the archive the same in a
+    statement of its own: here the walk brought the echo marks, one round trip less (3.6 ms of
+    hybrid's added time at 106k units, docs/semantic.md)."""
+    excluded = set(f.exclude_ids)
+    return [r for r in rows if (f.include_echoes or not r[4]) and int(r[0]) not in excluded]
 
 
 def _best(query_vector: np.ndarray, rows: list[tuple[Any, ...]], k: int) -> dict[int, float]:
