@@ -654,6 +654,42 @@ def weighted(run: Callable[[Query], list[int]], weight: float) -> Callable[[Quer
     return with_weight
 
 
+def recording_session_sides(
+    run: Callable[[Query], list[int]], systems: Systems, out: Any
+) -> Callable[[Query], list[int]]:
+    """`run` (hybrid), writing for each session-level question its candidate sessions' two sides as
+    `HybridSearcher.session_scores` fuses them: keyword score (`ranking.session_score` over the
+    session's keyword hits) and meaning score (`hybrid.session_meaning`), by session key, one JSON
+    line per question. `bench/session_fusion.py` replays fusions from them without searching again."""
+    from pi_memory.vectors import hybrid
+
+    seen: dict[str, dict[str, float]] = {}
+    scorer = hybrid.HybridSearcher.session_scores
+
+    def traced(self: Any, groups: dict[str, list[Any]]) -> dict[str, float]:
+        lexical, nearest = self._sides
+        seen["meaning"] = hybrid.session_meaning(groups, nearest)
+        seen["keywords"] = {
+            sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
+        }
+        return scorer(self, groups)
+
+    def with_sides(q: Query) -> list[int]:
+        seen.clear()
+        hybrid.HybridSearcher.session_scores = traced  # type: ignore[method-assign]
+        try:
+            got = run(q)
+        finally:
+            hybrid.HybridSearcher.session_scores = scorer  # type: ignore[method-assign]
+        if q.level == "session" and seen:
+            key = systems.sess_key
+            sides = {side: {str(key.get(sid, -1)): v for sid, v in seen[side].items()} for side in seen}
+            out.write(json.dumps({"set": q.set, "half": split_of(q.set), "targets": sorted(q.targets), **sides}) + "\n")
+        return got
+
+    return with_sides
+
+
 def part_runners(
     systems: Systems, wanted: list[str], part: str, part_queries: list[Query], args: argparse.Namespace
 ) -> dict[str, Callable[[Query], list[int]]]:
@@ -672,6 +708,8 @@ def part_runners(
         prefixes = tuple(p for p in args.embed_projects.split(",") if p) if part == "histories" else ()
         embed_archive(systems.archive, args.work, prefixes or None, part_queries)
         EMBEDDED[part] = prefixes or None
+    if args.session_sides is not None and "hybrid" in runners:
+        runners["hybrid"] = recording_session_sides(runners["hybrid"], systems, args.session_sides)
     for weight in [w for w in args.fuse_weights.split(",") if w] if "hybrid" in runners else []:
         runners[f"hybrid@{weight}"] = weighted(systems.hybrid, float(weight))
     return runners
@@ -836,6 +874,13 @@ def main() -> None:
     )
     ap.add_argument("--fuse-weights", default="", help="also run hybrid at these fuse.LEXICAL_WEIGHT values (tuning)")
     ap.add_argument("--ranks", type=Path, default=None, help="write each query's rank per system here (JSON lines)")
+    ap.add_argument(
+        "--session-sides",
+        type=argparse.FileType("w"),
+        default=None,
+        help="with hybrid: each session-level question's keyword and meaning score per candidate session "
+        "(JSON lines, for bench/session_fusion.py)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     apply_overrides(args.set)

@@ -200,3 +200,32 @@ def test_memdaily_questions_the_generator_failed_on_are_left_out(tmp_path: Path)
     (tmp_path / "01_simple_roles.json").write_text(json.dumps([traj], ensure_ascii=False), encoding="utf-8")
     rows = list(qsets_build.memdaily([tmp_path / "01_simple_roles.json"]))
     assert [r["q"] for r in rows] == ["我表妹做什么工作？"] and rows[0]["targets"] == [0]
+
+
+def test_a_session_fusion_replayed_from_recorded_sides_is_the_searcher_s_own() -> None:
+    """`bench/session_fusion.py` ranks through `fuse.mix`: at the constants in use a question's order
+    is the fused order; the oracle takes whichever side puts the target first."""
+    import session_fusion
+
+    from pi_memory.vectors import fuse
+
+    row = {
+        "set": "conv-x-a-session",
+        "half": "fit",
+        "targets": [2],
+        # keywords lean to session 1 by a little, meaning to session 2 by a lot
+        "keywords": {"1": 10.0, "2": 9.0, "3": 0.0},
+        "meaning": {"1": 0.80, "2": 0.90, "3": 0.85},
+    }
+    in_use = session_fusion.fused(fuse.LEXICAL_WEIGHT, fuse.VECTOR_SPREAD)(row)
+    assert in_use == [k for k, _ in fuse.mix({"1": 10.0, "2": 9.0}, row["meaning"])]
+    assert in_use[0] == "2" and session_fusion.by_keywords(row) == ["1", "2"]
+    assert session_fusion.fused(0.95, 0.2)(row)[0] == "1"  # nearly all keywords: their first
+    assert session_fusion.either(row)[0] == "2"
+    rows = [row, {**row, "set": "conv-x-b-session", "half": "report"}]
+    per_set = session_fusion.firsts(rows, session_fusion.by_keywords)
+    assert per_set == {"conv-x-a-session": (0, 1), "conv-x-b-session": (0, 1)}
+    fused_sets = session_fusion.firsts(rows, session_fusion.either)
+    assert session_fusion.halves(fused_sets, {r["set"]: r["half"] for r in rows}) == {"fit": 1, "report": 1}
+    assert session_fusion.worst_against(per_set, fused_sets, ["conv-x-b-session"]) == "conv-x-b-session -1"
+    assert session_fusion.worst_against(fused_sets, per_set, ["conv-x-b-session"]) == ""
