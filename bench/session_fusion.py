@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("sides", type=Path, help="the JSON lines of bench/quality.py --session-sides")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    data = result_header("session_fusion", vars(args))
+    data = result_header("session_fusion", {k: str(v) for k, v in vars(args).items()})
     rows = [json.loads(line) for line in args.sides.open()]
     if not rows:
         sys.exit("session_fusion: no session-level question in that file")
