@@ -1,7 +1,7 @@
 """Session-level fusion replayed from recorded sides: how far the fusion's constants can move recall.
 
 Design idea: a session-level hybrid question costs a search with the model's vectors, and a sweep of
-the fusion's two constants (`fuse.LEXICAL_WEIGHT`, `fuse.VECTOR_SPREAD`) would repeat every search
+the fusion's two constants (`fuse.LEXICAL_WEIGHT`, `fuse.SESSION_VECTOR_SPREAD`) would repeat every search
 for each point. But the fusion only combines two numbers per candidate session, its keyword score
 and its meaning score, which do not depend on those constants. `bench/quality.py --session-sides
 FILE` records them once per question (through `HybridSearcher.session_scores`); this script fuses
@@ -53,12 +53,8 @@ def fused(weight: float, spread: float) -> Ranker:
     """Sessions as `HybridSearcher.session_scores` ranks them, at these constants."""
 
     def rank(row: dict[str, Any]) -> list[str]:
-        saved, fuse.VECTOR_SPREAD = fuse.VECTOR_SPREAD, spread
-        try:
-            keywords = {k: v for k, v in row["keywords"].items() if v > 0}
-            return [key for key, _ in fuse.mix(keywords, row["meaning"], weight)]
-        finally:
-            fuse.VECTOR_SPREAD = saved
+        keywords = {k: v for k, v in row["keywords"].items() if v > 0}
+        return [key for key, _ in fuse.mix(keywords, row["meaning"], weight, spread)]
 
     return rank
 
@@ -109,7 +105,9 @@ def main() -> None:
     named: dict[str, Ranker] = {
         "keywords": by_keywords,
         "meaning": by_meaning,
-        f"in use ({fuse.LEXICAL_WEIGHT}, {fuse.VECTOR_SPREAD})": fused(fuse.LEXICAL_WEIGHT, fuse.VECTOR_SPREAD),
+        f"in use ({fuse.LEXICAL_WEIGHT}, {fuse.SESSION_VECTOR_SPREAD})": fused(
+            fuse.LEXICAL_WEIGHT, fuse.SESSION_VECTOR_SPREAD
+        ),
         "either side first (oracle)": either,
     }
     measured = {label: firsts(rows, rank) for label, rank in named.items()}

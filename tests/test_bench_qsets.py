@@ -217,8 +217,8 @@ def test_a_session_fusion_replayed_from_recorded_sides_is_the_searcher_s_own() -
         "keywords": {"1": 10.0, "2": 9.0, "3": 0.0},
         "meaning": {"1": 0.80, "2": 0.90, "3": 0.85},
     }
-    in_use = session_fusion.fused(fuse.LEXICAL_WEIGHT, fuse.VECTOR_SPREAD)(row)
-    assert in_use == [k for k, _ in fuse.mix({"1": 10.0, "2": 9.0}, row["meaning"])]
+    in_use = session_fusion.fused(fuse.LEXICAL_WEIGHT, fuse.SESSION_VECTOR_SPREAD)(row)
+    assert in_use == [k for k, _ in fuse.mix({"1": 10.0, "2": 9.0}, row["meaning"], spread=fuse.SESSION_VECTOR_SPREAD)]
     assert in_use[0] == "2" and session_fusion.by_keywords(row) == ["1", "2"]
     assert session_fusion.fused(0.95, 0.2)(row)[0] == "1"  # nearly all keywords: their first
     assert session_fusion.either(row)[0] == "2"

@@ -123,6 +123,17 @@ def test_flat_lexical_scores_are_reordered_by_meaning():
     assert order[0] == "c" and "d" in order
 
 
+def test_the_vector_side_counts_nothing_past_its_scale_and_sessions_have_a_narrower_one():
+    vector = {"best": 0.90, "near": 0.85, "far": 0.75}
+    assert fuse.scaled_vector(vector) == pytest.approx({"best": 1.0, "near": 0.75, "far": 0.25})
+    assert fuse.scaled_vector(vector, spread=0.10) == pytest.approx({"best": 1.0, "near": 0.5, "far": 0.0})
+    assert fuse.SESSION_VECTOR_SPREAD < fuse.VECTOR_SPREAD
+    # a keyword lead of 10 to 6 holds against a vector lead of 0.05 on the message scale, not on the sessions'
+    lexical, meaning = {"kw": 10.0, "mv": 6.0}, {"kw": 0.85, "mv": 0.90}
+    assert fuse.mix(lexical, meaning)[0][0] == "kw"
+    assert fuse.mix(lexical, meaning, spread=fuse.SESSION_VECTOR_SPREAD)[0][0] == "mv"
+
+
 def test_fusion_handles_an_empty_side():
     assert [k for k, _ in fuse.mix({"a": 1.0, "b": 0.5}, {})] == ["a", "b"]
     assert [k for k, _ in fuse.mix({}, {"x": 0.8, "y": 0.9})] == ["y", "x"]

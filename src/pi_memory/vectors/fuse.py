@@ -28,6 +28,11 @@ LEXICAL_WEIGHT = 0.45  # chosen on the fit half of bench/quality.py's sets (docs
 # cosine points below the best candidate where the vector side counts nothing: e5-small's cosines of
 # unrelated texts sit ~0.75, of a paraphrase ~0.85-0.9 (docs/semantic.md)
 VECTOR_SPREAD = 0.20
+# the same for sessions (`hybrid.session_meaning`'s scores, on the cosine scale): a session's meaning
+# score stands further above the rest than a message's cosine, so a narrower scale. Chosen with
+# bench/session_fusion.py on the fit half (0.10 of 0.05-0.5, at the keyword weight in use: 2,252 ->
+# 2,266 of 2,663 questions first; the report half 2,019 -> 2,047 of 2,485; docs/semantic.md)
+SESSION_VECTOR_SPREAD = 0.10
 RRF_K = 60  # the usual constant (Cormack et al. 2009), as in the pilot
 
 
@@ -37,22 +42,26 @@ def scaled_lexical(scores: Mapping[K, float]) -> dict[K, float]:
     return {key: s / best for key, s in scores.items()} if best > 0 else {key: 0.0 for key in scores}
 
 
-def scaled_vector(scores: Mapping[K, float]) -> dict[K, float]:
-    """Cosines moved to [0, 1]: the best candidate 1, `VECTOR_SPREAD` below it or lower 0."""
+def scaled_vector(scores: Mapping[K, float], spread: float | None = None) -> dict[K, float]:
+    """Cosines moved to [0, 1]: the best candidate 1, `spread` (`VECTOR_SPREAD`) below it or lower 0."""
     if not scores:
         return {}
+    spread = VECTOR_SPREAD if spread is None else spread
     best = max(scores.values())
-    return {key: max(0.0, 1.0 - (best - s) / VECTOR_SPREAD) for key, s in scores.items()}
+    return {key: max(0.0, 1.0 - (best - s) / spread) for key, s in scores.items()}
 
 
 def mix(
-    lexical: Mapping[K, float], vector: Mapping[K, float], lexical_weight: float | None = None
+    lexical: Mapping[K, float],
+    vector: Mapping[K, float],
+    lexical_weight: float | None = None,
+    spread: float | None = None,
 ) -> list[tuple[K, float]]:
     """Candidates of either side, best first, by the weighted sum of their scaled scores (a side
     that did not find a candidate counts 0 for it); ties keep the lexical side's order."""
     if lexical_weight is None:
         lexical_weight = LEXICAL_WEIGHT
-    lex, vec = scaled_lexical(lexical), scaled_vector(vector)
+    lex, vec = scaled_lexical(lexical), scaled_vector(vector, spread)
     order = {key: i for i, key in enumerate([*lexical, *[k for k in vector if k not in lexical]])}
     fused = {key: lexical_weight * lex.get(key, 0.0) + (1.0 - lexical_weight) * vec.get(key, 0.0) for key in order}
     return sorted(fused.items(), key=lambda kv: (-kv[1], order[kv[0]]))

@@ -323,10 +323,11 @@ class HybridSearcher:
         return self._hits(query, ranked[:limit], {h.msg_id: h for h in lexical})
 
     def session_scores(self, groups: dict[str, list[Hit]]) -> dict[str, float]:
-        """Sessions fused as messages are, one level up, with the same weights (`fuse.mix`): each
-        session's keyword score (`ranking.session_score` over its keyword hits, as a keyword search
-        ranks sessions) mixed with its score on the vector side (`session_meaning`). Summing fused
-        message scores instead let sessions of many loosely similar messages win.
+        """Sessions fused as messages are, one level up, with the same keyword weight (`fuse.mix`):
+        each session's keyword score (`ranking.session_score` over its keyword hits, as a keyword
+        search ranks sessions) mixed with its score on the vector side (`session_meaning`), that on a
+        narrower scale than a message's cosine (`fuse.SESSION_VECTOR_SPREAD`). Summing fused message
+        scores instead let sessions of many loosely similar messages win.
 
         The vector side's session score used to be the best cosine, and the keyword side's share was
         fitted apart (0.9); with `session_meaning`, the messages' own weights are the best on the fit half of
@@ -340,7 +341,8 @@ class HybridSearcher:
         by_keywords = {
             sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
         }
-        fused = dict(fuse.mix({k: v for k, v in by_keywords.items() if v > 0}, by_meaning))
+        keywords = {k: v for k, v in by_keywords.items() if v > 0}
+        fused = dict(fuse.mix(keywords, by_meaning, spread=fuse.SESSION_VECTOR_SPREAD))
         return {sid: fused.get(sid, 0.0) for sid in groups}
 
     def _fused(
