@@ -82,11 +82,3 @@ def test_a_spread_sample_runs_from_the_first_id_to_near_the_last_evenly() -> Non
     assert ranking.spread_ids(1, 1_000, 4) == [1, 251, 501, 751]
     assert ranking.spread_ids(10, 12, 500) == [10, 11, 12]  # fewer ids than asked: each once
     assert ranking.spread_ids(0, 0, 500) == [0]
-
-
-def test_one_strong_message_outranks_a_long_session_of_weaker_ones() -> None:
-    """A daily chat's answer is one message: four hits of 8 do not beat one of 10 (they did at a
-    further-hit share of 0.3), while a second hit as strong as the first still lifts its session."""
-    assert ranking.session_score([10.0]) > ranking.session_score([8.0, 8.0, 8.0, 8.0])
-    assert ranking.session_score([10.0, 10.0]) > ranking.session_score([10.0])
-    assert ranking.session_score([8.0, 8.0, 8.0, 8.0], more_hits=0.3) > ranking.session_score([10.0])

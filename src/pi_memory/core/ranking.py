@@ -157,18 +157,13 @@ def query_phrases(norm_query: str, weights: dict[str, float]) -> list[Phrase]:
 # A session's score is its best message's, plus this share of each further hit's
 # score (with diminishing returns): a session that talked about the topic at
 # length beats one that mentioned it once, but one strong hit still counts most.
-# Chosen on the fit half of bench/quality.py's session sets, 0.5 to 0.1 (docs/design/search.md): a
-# daily chat's answer is one message, and a long session's further hits were outweighing it
-# (MemDaily-a / mix-zh-old session R@1 0.929 / 0.886 at 0.3, 0.945 / 0.918 at 0.1; REALTALK-a 0.560
-# -> 0.548, long replies 0.519 -> 0.528).
-SESSION_MORE_HITS = 0.1
+SESSION_MORE_HITS = 0.3
 
 
-def session_score(message_scores: Iterable[float], more_hits: float | None = None) -> float:
-    """Best message score + `more_hits` (SESSION_MORE_HITS) * the rest, each further hit worth half
-    the one before."""
+def session_score(message_scores: Iterable[float]) -> float:
+    """Best message score + SESSION_MORE_HITS * the rest, each further hit worth half the one before."""
     ordered = sorted(message_scores, reverse=True)
     if not ordered:
         return 0.0
     extra = sum(s * 0.5**i for i, s in enumerate(ordered[1:]))
-    return ordered[0] + (SESSION_MORE_HITS if more_hits is None else more_hits) * extra
+    return ordered[0] + SESSION_MORE_HITS * extra

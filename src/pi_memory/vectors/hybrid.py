@@ -265,11 +265,6 @@ def _masked_rows(
     return None if mask is None else np.flatnonzero(mask)
 
 
-# the share of a session's further messages on the vector side (`ranking.session_score`), as it was
-# measured with below; the keyword side's own (`ranking.SESSION_MORE_HITS`) went to 0.1 later
-MEANING_MORE_HITS = 0.3
-
-
 def session_meaning(groups: dict[str, list[Hit]], nearest: dict[int, float]) -> dict[str, float]:
     """Each session's score on the vector side, on the cosine scale (sessions with no message among
     the nearest units are left out): the background, the median cosine of the nearest units found,
@@ -287,8 +282,7 @@ def session_meaning(groups: dict[str, list[Hit]], nearest: dict[int, float]) -> 
     ordered = sorted(nearest.values())
     background = ordered[len(ordered) // 2]
     return {
-        sid: background
-        + ranking.session_score((max(0.0, nearest[h.msg_id] - background) for h in near), MEANING_MORE_HITS)
+        sid: background + ranking.session_score(max(0.0, nearest[h.msg_id] - background) for h in near)
         for sid, g in groups.items()
         if (near := [h for h in g if h.msg_id in nearest])
     }
