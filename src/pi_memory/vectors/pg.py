@@ -16,10 +16,11 @@ from the server, one statement, in one of two ways (bench/pg_vector_scan.py, doc
   in ~5 ms instead of ~80 at 100k units; echoes and the asking run are then left out after, as on
   SQLite, by the echo mark the walk brings along (`_allowed_rows`). That walk starts as soon as the
   query's vector is there, on a connection of its own from the query's worker thread, while the
-  keyword side still runs on the archive's: at 106k units (the bench/semantic_speed.py --pg archive, 100 questions, both ways
-  alternated in one process) hybrid added 10.3 / 28.6 ms p50 / p95 to the keyword search so, 16.9 /
-  31.9 walking after it, the same hits. One more connection per archive object that searches; once
-  it fails, the walk runs after the keyword side on the archive's connection, as before.
+  keyword side still runs on the archive's: at 106k units (the bench/semantic_speed.py --pg archive,
+  100 questions, both ways alternated in one process) hybrid added 10.3 / 28.6 ms p50 / p95 to the
+  keyword search so, 16.9 / 31.9 walking after it, the same hits. One more connection per archive
+  object that searches; once it fails, the walk runs after the keyword side on the archive's
+  connection, as before.
 
 Either way the candidates' cosines are taken from their int8 copies (`vec.vec`, `vec.scale`), the
 very numbers the SQLite archive fuses, so both backends give a unit the same score; twice the units
@@ -158,8 +159,8 @@ def _allowed_rows(rows: list[tuple[Any, ...]], f: Filters) -> list[tuple[Any, ..
     """The walked rows (ref, vec, scale, id, echo) a search over the whole archive allows: no echo
     unless asked for, none of the asking run. (A filter that narrows takes the exact scan, whose
     statement holds every filter.) SQLite's `VectorSearch._allowed` asks the archive the same in a
-    statement of its own: here the walk brought the echo marks, one round trip less (3.6 ms of
-    hybrid's added time at 106k units, docs/semantic.md)."""
+    statement of its own; here the walk brought the echo marks: 2.6 ms less per hybrid search at the
+    median question of 106k units, the same hits (docs/semantic.md)."""
     excluded = set(f.exclude_ids)
     return [r for r in rows if (f.include_echoes or not r[4]) and int(r[0]) not in excluded]
 
