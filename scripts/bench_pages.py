@@ -48,6 +48,7 @@ WHAT = {
     "run-index-ab": "run summaries in their own index or the messages' (`bench/` A/B, reverted)",
     "scale": "archives grown to 1M generated messages: import, size, search (`bench/scale.py`)",
     "search": "search latency on realistic archives up to 1M messages (`bench/search_bench.py`)",
+    "session_fusion": "the session-level hybrid fusion replayed from recorded sides over a grid of its constants (`bench/session_fusion.py`)",
     "semantic_scan": "the vector scan's sign-bit pass in two layouts and the share of the exact nearest it keeps (`bench/semantic_scan.py`)",
     "semantic_speed": "semantic recall's cost: embedding rate, RSS, bytes per unit, time a hybrid search adds (`bench/semantic_speed.py`)",
     "tokens": "the token estimate against real tokenizers' counts (`bench/token_calibration.py`)",
