@@ -658,29 +658,24 @@ def recording_session_sides(
     run: Callable[[Query], list[int]], systems: Systems, out: Any
 ) -> Callable[[Query], list[int]]:
     """`run` (hybrid), writing for each session-level question its candidate sessions' two sides as
-    `HybridSearcher.session_scores` fuses them: keyword score (`ranking.session_score` over the
-    session's keyword hits) and meaning score (`hybrid.session_meaning`), by session key, one JSON
-    line per question. `bench/session_fusion.py` replays fusions from them without searching again."""
+    `HybridSearcher.session_scores` fuses them (`HybridSearcher.session_sides`: keyword score and
+    meaning score), by session key, one JSON line per question. `bench/session_fusion.py` replays fusions from them without searching again."""
     from pi_memory.vectors import hybrid
 
     seen: dict[str, dict[str, float]] = {}
-    scorer = hybrid.HybridSearcher.session_scores
+    sides_of = hybrid.HybridSearcher.session_sides
 
-    def traced(self: Any, groups: dict[str, list[Any]]) -> dict[str, float]:
-        lexical, nearest = self._sides
-        seen["meaning"] = hybrid.session_meaning(groups, nearest)
-        seen["keywords"] = {
-            sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
-        }
-        return scorer(self, groups)
+    def traced(self: Any, groups: dict[str, list[Any]]) -> tuple[dict[str, float], dict[str, float]]:
+        seen["keywords"], seen["meaning"] = sides = sides_of(self, groups)
+        return sides
 
     def with_sides(q: Query) -> list[int]:
         seen.clear()
-        hybrid.HybridSearcher.session_scores = traced  # type: ignore[method-assign]
+        hybrid.HybridSearcher.session_sides = traced  # type: ignore[method-assign]
         try:
             got = run(q)
         finally:
-            hybrid.HybridSearcher.session_scores = scorer  # type: ignore[method-assign]
+            hybrid.HybridSearcher.session_sides = sides_of  # type: ignore[method-assign]
         if q.level == "session" and seen:
             key = systems.sess_key
             sides = {side: {str(key.get(sid, -1)): v for sid, v in seen[side].items()} for side in seen}

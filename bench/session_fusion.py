@@ -1,15 +1,16 @@
 """Session-level fusion replayed from recorded sides: how far the fusion's constants can move recall.
 
-Design idea: a session-level hybrid question costs a search with the model's vectors, and a sweep of
-the fusion's two constants (`fuse.LEXICAL_WEIGHT`, `fuse.SESSION_VECTOR_SPREAD`) would repeat every search
-for each point. But the fusion only combines two numbers per candidate session, its keyword score
-and its meaning score, which do not depend on those constants. `bench/quality.py --session-sides
-FILE` records them once per question (through `HybridSearcher.session_scores`); this script fuses
-them through `fuse.mix` itself at every point of a grid and prints, per half of the sets, how many
-questions have their session first, beside keywords alone, meaning alone and the either-side
-oracle (a question either side alone puts first). With the constants in use it reproduces the
-bench's hybrid figures; "keywords" here is the keyword side among the hybrid's candidate sessions,
-equal scores in no particular order, so it can differ from the bench's lexical figure by a question.
+Design idea: a session-level hybrid question costs a search with the model's vectors, and a sweep
+of the fusion's two constants (`fuse.LEXICAL_WEIGHT`, `fuse.SESSION_VECTOR_SPREAD`) would repeat
+every search for each point. But the fusion only combines two numbers per candidate session, its
+keyword score and its meaning score, which do not depend on those constants. `bench/quality.py
+--session-sides FILE` records them once per question (`HybridSearcher.session_sides`); this script
+fuses them through the searcher's own `hybrid.fuse_sessions` at every point of a grid and prints,
+per half of the sets, how many questions have their session first, beside keywords alone, meaning
+alone and the either-side oracle (a question either side alone puts first). With the constants in
+use it reproduces the bench's hybrid figures; "keywords" here is the keyword side among the
+hybrid's candidate sessions, equal scores in no particular order, so it can differ from the bench's
+lexical figure by a question.
 
     python bench/quality.py --corpus ../shared/corpora --qsets bench/data --sets conv-,long-,mix- \\
         --only hybrid --work /tmp/vcache --embed-parts histories \\
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from common import result_header, save_json, table  # noqa: E402
 
 from pi_memory.vectors import fuse  # noqa: E402
+from pi_memory.vectors.hybrid import fuse_sessions  # noqa: E402
 
 Ranker = Callable[[dict[str, Any]], list[str]]
 WEIGHTS = (0.2, 0.3, 0.4, 0.45, 0.5, 0.6, 0.7, 0.8)
@@ -53,8 +55,7 @@ def fused(weight: float, spread: float) -> Ranker:
     """Sessions as `HybridSearcher.session_scores` ranks them, at these constants."""
 
     def rank(row: dict[str, Any]) -> list[str]:
-        keywords = {k: v for k, v in row["keywords"].items() if v > 0}
-        return [key for key, _ in fuse.mix(keywords, row["meaning"], weight, spread)]
+        return list(fuse_sessions(row["keywords"], row["meaning"], weight, spread))
 
     return rank
 

@@ -288,6 +288,20 @@ def session_meaning(groups: dict[str, list[Hit]], nearest: dict[int, float]) -> 
     }
 
 
+def fuse_sessions(
+    by_keywords: dict[str, float],
+    by_meaning: dict[str, float],
+    lexical_weight: float | None = None,
+    spread: float | None = None,
+) -> dict[str, float]:
+    """Sessions' keyword and meaning scores fused (`fuse.mix`; the vector side on the sessions' scale,
+    `fuse.SESSION_VECTOR_SPREAD`, unless another is given), best first; a session the keyword side
+    did not find counts 0 there."""
+    keywords = {k: v for k, v in by_keywords.items() if v > 0}
+    spread = fuse.SESSION_VECTOR_SPREAD if spread is None else spread
+    return dict(fuse.mix(keywords, by_meaning, lexical_weight, spread))
+
+
 class HybridSearcher:
     """`Searcher.search`'s shape (and `session_rows`, for `rank_sessions`), fused with vectors."""
 
@@ -334,16 +348,21 @@ class HybridSearcher:
         bench/quality.py (session R@1 realtalk-a / long-replies-a / MemDaily-a / mix-zh-old, keyword
         share 0.9 / 0.6 / 0.45 / 0.3: 0.563 / 0.577 / 0.601 / 0.598, 0.539 / 0.569 / 0.566 / 0.569,
         0.931 / 0.940 / 0.948 / 0.958, 0.892 / 0.898 / 0.904 / 0.902; docs/semantic.md)."""
-        lexical, nearest = self._sides
-        by_meaning = session_meaning(groups, nearest)
+        by_keywords, by_meaning = self.session_sides(groups)
         if self.mode == "semantic":
             return {sid: by_meaning.get(sid, 0.0) for sid in groups}
+        fused = fuse_sessions(by_keywords, by_meaning)
+        return {sid: fused.get(sid, 0.0) for sid in groups}
+
+    def session_sides(self, groups: dict[str, list[Hit]]) -> tuple[dict[str, float], dict[str, float]]:
+        """Each session's keyword score (`ranking.session_score` over its keyword hits) and meaning
+        score (`session_meaning`), from the last search's two sides: what `session_scores` fuses
+        (bench/quality.py --session-sides records them)."""
+        lexical, nearest = self._sides
         by_keywords = {
             sid: ranking.session_score(lexical[h.msg_id] for h in g if h.msg_id in lexical) for sid, g in groups.items()
         }
-        keywords = {k: v for k, v in by_keywords.items() if v > 0}
-        fused = dict(fuse.mix(keywords, by_meaning, spread=fuse.SESSION_VECTOR_SPREAD))
-        return {sid: fused.get(sid, 0.0) for sid in groups}
+        return by_keywords, session_meaning(groups, nearest)
 
     def _fused(
         self, query_vector: np.ndarray, lexical: list[Hit], nearest: dict[int, float]
