@@ -12,9 +12,15 @@ imported through the real import path into a fresh SQLite file and a fresh
 PostgreSQL schema, first up to the smaller size, then up to the larger one.
 At each size the same queries (one CJK char, common and rare CJK words, English
 words and phrases, identifiers, mixed and long questions) run twice on a fresh
-archive object (cold df cache, then warm); every latency is recorded. After a
-PostgreSQL import the bench runs ANALYZE (timed), as autovacuum would. Prints a
-table and writes the figures as JSON.
+archive object (cold df cache, then warm); every latency is recorded. A team
+archive's server keeps the document frequencies any searcher counted (m016):
+they are cleared before each of these measurements, so the cold pass counts
+everything, as it did before the server kept them. Then each query is asked by a
+fresh archive object once more: after another one asked the other half of the
+queries (`fresh_other_*`: the tokens they share are counted already), and after
+another one asked the same queries (`fresh_same_*`). After a PostgreSQL import
+the bench runs ANALYZE (timed), as autovacuum would. Prints a table and writes
+the figures as JSON.
 
 `--reuse SQLITE_FILE` measures the queries only, on archives an earlier run built (the SQLite file
 it names, the schema in --pg's search_path): both backends alternated for --rounds rounds, so a
@@ -160,8 +166,57 @@ def write_sessions(corpus: Corpus, folder: Path, start: int, count: int, t0_ms: 
     return paths
 
 
+def forget_shared_counts(target: str) -> None:
+    """Clear what a team archive's server keeps of earlier searches' counts (nothing on SQLite)."""
+    if not target.startswith("postgres"):
+        return
+    import psycopg
+
+    with Archive.open(target):  # an archive made by an earlier version gets the table first
+        pass
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("TRUNCATE token_df")
+
+
+def ask_once(target: str, queries: list[tuple[str, str]], scope: str) -> list[float]:
+    """Each query once, on a fresh archive object (a new process's caches): the latencies."""
+    out = []
+    with Archive.open(target) as archive:
+        archive.preload_search()
+        for _, q in queries:
+            t = time.perf_counter()
+            archive.search(q, limit=10, scope=scope)
+            out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def measure_fresh(target: str, queries: list[tuple[str, str]], scope: str = "content") -> dict[str, Any]:
+    """Fresh processes after others: each half of the queries asked after another process asked the
+    other half (`other`), and all of them after another process asked the same (`same`)."""
+    evens, odds = queries[::2], queries[1::2]
+    other: list[float] = []
+    for first, then in ((evens, odds), (odds, evens)):
+        forget_shared_counts(target)
+        ask_once(target, first, scope)
+        other += ask_once(target, then, scope)
+    forget_shared_counts(target)
+    ask_once(target, queries, scope)
+    same = ask_once(target, queries, scope)
+    out: dict[str, Any] = {}
+    for name, values in (("other", other), ("same", same)):
+        out.update(
+            {
+                f"fresh_{name}_p50_ms": round(statistics.median(values), 2),
+                f"fresh_{name}_p95_ms": round(_pct(values, 95), 2),
+                f"fresh_{name}_max_ms": round(max(values), 2),
+            }
+        )
+    return out
+
+
 def measure_queries(target: str, queries: list[tuple[str, str]], scope: str = "content") -> dict[str, Any]:
     """Latencies of the queries on a fresh archive object; `scope="summary"` searches run summaries."""
+    forget_shared_counts(target)
     latencies: list[float] = []
     per_kind: dict[str, list[float]] = {}
     warm: list[float] = []  # the last pass: every token's document frequency cached (a long-lived process)
@@ -184,6 +239,27 @@ def measure_queries(target: str, queries: list[tuple[str, str]], scope: str = "c
         "queries": len(latencies),
         "max_by_kind_ms": {k: round(max(v), 2) for k, v in sorted(per_kind.items())},
     }
+
+
+FRESH_HEAD = "backend   size      track      2-pass p95  after others: p50  p95  max   after the same: p50  p95  max"
+
+
+def fresh_table(results: dict[str, Any], sizes: list[str]) -> str:
+    """A fresh process's latencies: cold, after others asked other queries, after the same ones."""
+    lines = [FRESH_HEAD, "-" * len(FRESH_HEAD)]
+    for backend, by_size in results.items():
+        for size in sizes if backend != "same" else []:
+            r = by_size[size]
+            for track, pre in (("messages", ""), ("summaries", "summary_")):
+                if f"{pre}fresh_other_p95_ms" not in r:
+                    continue
+                lines.append(
+                    f"{backend:9} {size:>8}  {track:9}  {r[pre + 'p95_ms']:>10}  "
+                    f"{r[pre + 'fresh_other_p50_ms']:>17}  {r[pre + 'fresh_other_p95_ms']:>4}  "
+                    f"{r[pre + 'fresh_other_max_ms']:>4}  {r[pre + 'fresh_same_p50_ms']:>19}  "
+                    f"{r[pre + 'fresh_same_p95_ms']:>4}  {r[pre + 'fresh_same_max_ms']:>4}"
+                )
+    return "\n".join(lines)
 
 
 def prefixed(prefix: str, figures: dict[str, Any]) -> dict[str, Any]:
@@ -283,6 +359,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry.update(measure_queries(target, queries))
             entry["runs"] = stats_runs(target)
             entry.update(prefixed("summary_", measure_queries(target, queries, scope="summary")))
+            entry.update(measure_fresh(target, queries))
+            entry.update(prefixed("summary_", measure_fresh(target, queries, scope="summary")))
             results[backend][str(size)] = entry
             print(f"  {backend:8} {size:>8}: {json.dumps(entry)}", file=sys.stderr, flush=True)
         results.setdefault("same", {})[str(size)] = same_hits(targets["sqlite"], targets["postgres"], queries)
@@ -374,7 +452,7 @@ def main() -> None:
         return
     results = run(args)
     sizes = [s.strip() for s in args.sizes.split(",")]
-    text = table(results, sizes)
+    text = table(results, sizes) + "\n\n" + fresh_table(results, sizes)
     print(text)
     out = {
         "benchmark": "pg_scale",

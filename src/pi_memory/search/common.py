@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from ..core.ranking import DF_STALE_GROWTH
 from ..core.text import QueryToken
 
 DF_CACHE_SIZE = 20_000
-DF_STALE_GROWTH = 0.02
 
 
 def rarest_within(present: list[QueryToken], df: dict[str, int], budget: int) -> list[QueryToken]:

@@ -669,6 +669,124 @@ MIGRATIONS.append(("m014_pgvector", PGVECTOR_COLUMN))
 # archive (m017_session_cwd): both columns indexed, the filter starts from the project's sessions
 MIGRATIONS.append(("m015_session_cwd", "CREATE INDEX IF NOT EXISTS session_cwd ON session(cwd);"))
 
+# Document frequencies shared by every searcher of the archive (`PgStore.capped_counts`,
+# `PgStore.estimate_dfs_from_window`). A count costs a heap page per posting here (up to the 5,000
+# of the cap; docs/team-archive.md), and each process counted its query's tokens again: a CLI
+# search is a fresh process every time. The server now keeps each token's count with the archive's
+# size when it was made, and a searcher takes it while the archive is within the staleness share of
+# that size (the per-process rule, `core.ranking.DF_STALE_GROWTH`), so a token counted by anyone is
+# not counted again. The table is a cache (UNLOGGED: lost in a crash, rebuilt by the next searches)
+# written only by these two functions, which count for themselves: a client cannot store a number
+# of its own (and `how`, the cap or window a count was made with, is part of the key). A writer
+# that cannot get a token's advisory lock at once, or a read-only transaction (a standby), counts
+# and stores nothing: a search never waits on another's cache write.
+MIGRATIONS.append(
+    (
+        "m016_shared_document_frequencies",
+        """
+        CREATE UNLOGGED TABLE IF NOT EXISTS token_df (
+          tab     text    NOT NULL,
+          how     text    NOT NULL,
+          lexeme  text    NOT NULL,
+          df      bigint  NOT NULL,
+          at_docs bigint  NOT NULL,
+          PRIMARY KEY (tab, how, lexeme)
+        );
+        DO $outer$ BEGIN
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_docs(p_tab text) RETURNS bigint LANGUAGE sql STABLE
+              SET search_path = %I, pg_temp AS
+            $body$ SELECT CASE p_tab WHEN 'msg' THEN indexed_docs ELSE run_docs END FROM counter $body$
+          $fn$, current_schema());
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_cached_df(p_tab text, p_how text, p_lexeme text, p_docs bigint, p_stale float8)
+              RETURNS bigint LANGUAGE sql STABLE SET search_path = %I, pg_temp AS
+            $body$ SELECT df FROM token_df WHERE tab = p_tab AND how = p_how AND lexeme = p_lexeme
+                     AND abs(p_docs - at_docs) <= p_stale * greatest(at_docs, 1) $body$
+          $fn$, current_schema());
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_keep_df(p_tab text, p_how text, p_lexeme text, p_df bigint, p_docs bigint)
+              RETURNS void LANGUAGE plpgsql SET search_path = %I, pg_temp AS
+            $body$ BEGIN
+              IF current_setting('transaction_read_only') = 'on'
+                 OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.token_df'), hashtext(p_tab || p_how || p_lexeme)) THEN
+                RETURN;
+              END IF;
+              INSERT INTO token_df VALUES (p_tab, p_how, p_lexeme, p_df, p_docs)
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET df = EXCLUDED.df, at_docs = EXCLUDED.at_docs;
+            END $body$
+          $fn$, current_schema());
+          -- rows of p_tab holding each lexeme, counted up to p_cap + 1
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_capped_counts(p_tab text, p_lexemes text[], p_cap integer, p_stale float8)
+              RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp AS
+            $body$ DECLARE
+              docs bigint := pi_memory_docs(p_tab);
+              how text := 'count:' || p_cap;
+              out bigint[] := '{}';
+              q text;
+              n bigint;
+            BEGIN
+              IF p_tab NOT IN ('msg', 'run') THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
+              FOREACH q IN ARRAY p_lexemes LOOP
+                n := pi_memory_cached_df(p_tab, how, q, docs, p_stale);
+                IF n IS NULL THEN
+                  EXECUTE format('SELECT count(*) FROM (SELECT FROM %%I WHERE tokens @@ $1::tsquery LIMIT $2) c', p_tab)
+                    INTO n USING q, p_cap + 1;
+                  PERFORM pi_memory_keep_df(p_tab, how, q, n, docs);
+                END IF;
+                out := out || n;
+              END LOOP;
+              RETURN out;
+            END $body$
+          $fn$, current_schema());
+          -- a frequent lexeme's rows: its density among the newest p_window ids, scaled to the
+          -- archive, at least p_floor (SQLite's `Searcher._estimate_df`); one walk for all of them
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_window_dfs(p_tab text, p_lexemes text[], p_window integer, p_floor bigint, p_stale float8)
+              RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp AS
+            $body$ DECLARE
+              docs bigint := pi_memory_docs(p_tab);
+              how text := 'window:' || p_window || ':' || p_floor;
+              top bigint;
+              low bigint;
+              in_window bigint;
+              out bigint[] := '{}';
+              missing text[] := '{}';
+              counts bigint[];
+              q text;
+              n bigint;
+              k integer := 0;
+            BEGIN
+              IF p_tab NOT IN ('msg', 'run') THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
+              FOREACH q IN ARRAY p_lexemes LOOP
+                n := pi_memory_cached_df(p_tab, how, q, docs, p_stale);
+                out := out || n;
+                IF n IS NULL THEN missing := missing || q; END IF;
+              END LOOP;
+              IF cardinality(missing) = 0 THEN RETURN out; END IF;
+              EXECUTE format('SELECT coalesce(max(id), 0) FROM %%I', p_tab) INTO top;
+              low := greatest(0, top - p_window);
+              EXECUTE format('SELECT ARRAY[%%s]::bigint[] FROM %%I WHERE id > $1',
+                (SELECT string_agg(format('count(*) FILTER (WHERE tokens @@ %%L::tsquery)', m), ', ') FROM unnest(missing) m),
+                p_tab) INTO counts USING low;
+              in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
+              FOR i IN 1 .. cardinality(out) LOOP
+                IF out[i] IS NULL THEN
+                  k := k + 1;
+                  n := greatest(p_floor, least(docs, trunc(docs::float8 * counts[k] / in_window)));
+                  out[i] := n;
+                  PERFORM pi_memory_keep_df(p_tab, how, p_lexemes[i], n, docs);
+                END IF;
+              END LOOP;
+              RETURN out;
+            END $body$
+          $fn$, current_schema());
+        END $outer$;
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

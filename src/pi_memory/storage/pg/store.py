@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...core.echo import ECHO_TOKEN
-from ...core.ranking import spread_ids
+from ...core.ranking import DF_STALE_GROWTH, spread_ids
 from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
@@ -404,13 +404,15 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         return int(self.scalar("SELECT coalesce(max(id), 0) FROM run") or 0)
 
     def capped_counts(self, table: str, tokens: Sequence[QueryToken], cap: int) -> list[int]:
-        """Rows of `table` holding each token, counted up to `cap` + 1, all in one statement."""
+        """Rows of `table` holding each token, counted up to `cap` + 1, all in one statement: by the
+        server's `pi_memory_capped_counts`, which answers from the counts any searcher made while the
+        archive was within `DF_STALE_GROWTH` of its size now, and counts (and keeps) the rest (m016)."""
         assert table in TOKEN_TABLES
         if not tokens:
             return []
-        sql = f"""SELECT (SELECT count(*) FROM (SELECT FROM {table} WHERE tokens @@ u.q::tsquery LIMIT %s) c)
-                  FROM unnest(%s::text[]) WITH ORDINALITY AS u(q, k) ORDER BY u.k"""
-        return [int(r[0]) for r in self.rows(sql, (cap + 1, [tsquery([t]) for t in tokens]))]
+        sql = "SELECT pi_memory_capped_counts(%s, %s::text[], %s, %s)"
+        row = self.rows(sql, (table, [tsquery([t]) for t in tokens], cap, DF_STALE_GROWTH))[0]
+        return [int(n) for n in row[0]]
 
     def add_to_counters(self, deltas: dict[str, int]) -> None:
         """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
@@ -462,7 +464,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
 
     def _run_token_shares(self, runs: int) -> dict[str, float]:
         at, shares = self._run_shares
-        if at < 0 or abs(runs - at) > 0.02 * max(at, 1):
+        if at < 0 or abs(runs - at) > DF_STALE_GROWTH * max(at, 1):
             shares = self.analyzed_token_shares("run")
             self._run_shares = (runs, shares)
         return shares
@@ -487,7 +489,8 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         self, table: str, tokens: Sequence[QueryToken], n_docs: int, window: int, floor: int
     ) -> list[int]:
         """Rows holding each frequent token: its density among the newest `window` ids, scaled to
-        `n_docs` (SQLite's estimate, `Searcher._estimate_df`). The window's rows are read once along
+        the archive's size (SQLite's estimate, `Searcher._estimate_df`; the size is the counter row's,
+        read by the server, of which `n_docs` is the search's snapshot). The window's rows are read once along
         the primary key and every token tested on each (`count(*) FILTER`), so the cost is the
         window's, whatever the archive's size and however many tokens: a token's GIN bitmap ANDed
         with the range read the token's whole posting list, which grows with the archive (30k
@@ -496,13 +499,11 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         assert table in TOKEN_TABLES
         if not tokens:
             return []
-        top = self.max_msg_id() if table == "msg" else self.max_run_id()
-        low = max(0, top - window)
-        tests = ", ".join("count(*) FILTER (WHERE tokens @@ %s::tsquery)" for _ in tokens)
-        row = self.rows(f"SELECT {tests} FROM {table} WHERE id > %s", [*(tsquery([t]) for t in tokens), low])[0]
-        counts = list(row)
-        docs_in_window = max(1, int(n_docs * (top - low) / max(top, 1)))
-        return [max(floor, min(n_docs, int(n_docs * int(c) / docs_in_window))) for c in counts]
+        # the server's `pi_memory_window_dfs` (m016) walks the window as above, for the tokens no
+        # searcher estimated while the archive was within `DF_STALE_GROWTH` of its size now
+        sql = "SELECT pi_memory_window_dfs(%s, %s::text[], %s, %s, %s)"
+        row = self.rows(sql, (table, [tsquery([t]) for t in tokens], window, floor, DF_STALE_GROWTH))[0]
+        return [int(n) for n in row[0]]
 
     def run_summary_rare(
         self,

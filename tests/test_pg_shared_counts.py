@@ -1,0 +1,134 @@
+"""The team archive's shared document frequencies (m016): a token counted by one searcher is not
+counted again by the next process while the archive is within 2% of its size, and no client can
+store a number of its own. On a real PostgreSQL server (PI_MEMORY_TEST_PG)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from conftest import PI_DATA
+from pg_support import connect
+from pi_memory import Archive
+from pi_memory.core.text import QueryToken
+from pi_memory.storage.pg import roles_sql
+from pi_memory.storage.pg.store import PgStore
+from test_search import write_session
+
+WORD = QueryToken("lisbon", "word")
+
+
+def texts(n: int, start: int = 0) -> list[str]:
+    """`n` messages, every third one naming Lisbon."""
+    return [
+        f"note {start + i}: {'moving to Lisbon soon' if (start + i) % 3 == 0 else 'nothing about travel'}"
+        for i in range(n)
+    ]
+
+
+def archive_with(url: str, folder: Path, n: int) -> None:
+    with Archive.open(url) as archive:
+        archive.import_paths([write_session(folder / "a.jsonl", "aaaaaaaa-0001", "/home/dev/app", texts(n))])
+
+
+def pg(archive: Any) -> PgStore:
+    store: PgStore = archive.store
+    return store
+
+
+def kept(url: str) -> dict[tuple[str, str], tuple[int, int]]:
+    """(how, lexeme) -> (df, archive size when counted), as the server keeps them."""
+    with connect(url) as conn:
+        rows = conn.execute("SELECT how, lexeme, df, at_docs FROM token_df WHERE tab = 'msg'").fetchall()
+    return {(how, lexeme): (int(df), int(at)) for how, lexeme, df, at in rows}
+
+
+def test_a_count_made_by_one_searcher_is_kept_by_the_server_with_the_archive_size(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    with Archive.open(pg_url) as archive:
+        assert pg(archive).capped_counts("msg", [WORD], 5000) == [30]
+        docs = pg(archive).counters()["indexed_docs"]
+    assert kept(pg_url)[("count:5000", "'lisbon'")] == (30, docs)
+
+
+def test_a_fresh_process_takes_the_kept_count_while_the_archive_is_within_two_percent(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    with Archive.open(pg_url) as archive:
+        pg(archive).capped_counts("msg", [WORD], 5000)
+    with connect(pg_url) as conn:  # mark the kept count: only the cache can answer 7
+        conn.execute("UPDATE token_df SET df = 7 WHERE lexeme = '''lisbon''' AND how = 'count:5000'")
+    with Archive.open(pg_url) as archive:
+        assert pg(archive).capped_counts("msg", [WORD], 5000) == [7]
+        assert pg(archive).capped_counts("msg", [WORD], 100) == [30]  # another cap: its own count
+
+
+def test_the_kept_count_is_made_again_once_the_archive_grew_past_two_percent(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    with Archive.open(pg_url) as archive:
+        pg(archive).capped_counts("msg", [WORD], 5000)
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([write_session(tmp_path / "b.jsonl", "bbbbbbbb-0001", "/home/dev/app", texts(9, 90))])
+        assert pg(archive).capped_counts("msg", [WORD], 5000) == [33]
+        docs = pg(archive).counters()["indexed_docs"]
+    assert kept(pg_url)[("count:5000", "'lisbon'")] == (33, docs)
+
+
+def test_a_frequent_token_estimate_is_shared_too_and_equals_the_one_made_in_place(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    note = QueryToken("note", "word")
+    with Archive.open(pg_url) as archive:
+        store = pg(archive)
+        docs = store.counters()["indexed_docs"]
+        first = store.estimate_dfs_from_window("msg", [note, WORD], docs, 40, 5)
+        top = store.max_msg_id()
+        in_window = max(1, int(docs * (top - max(0, top - 40)) / max(top, 1)))
+        in_place = [
+            max(5, min(docs, int(docs * c / in_window))) for c in (40, sum(1 for t in texts(90)[-40:] if "Lisbon" in t))
+        ]
+        assert first == in_place
+    with connect(pg_url) as conn:
+        conn.execute("UPDATE token_df SET df = 11 WHERE lexeme = '''note''' AND how = 'window:40:5'")
+    with Archive.open(pg_url) as archive:
+        assert pg(archive).estimate_dfs_from_window("msg", [note, WORD], docs, 40, 5) == [11, first[1]]
+
+
+def test_searching_gives_the_same_hits_from_kept_counts_as_from_fresh_ones(pg_url: str):
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([PI_DATA])
+        first = [(h.msg_id, round(h.score, 9)) for h in archive.search("proxy_buffering 断流 nginx")]
+    assert kept(pg_url)
+    with Archive.open(pg_url) as archive:
+        again = [(h.msg_id, round(h.score, 9)) for h in archive.search("proxy_buffering 断流 nginx")]
+    assert first == again and first
+
+
+def test_a_reader_fills_the_shared_counts_but_cannot_write_a_number_of_its_own(pg_url: str, make_role, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    with connect(pg_url) as conn:
+        conn.execute(roles_sql().encode())
+    reader = make_role("pi_memory_reader")
+    with Archive.open(reader) as archive:
+        assert pg(archive).capped_counts("msg", [WORD], 5000) == [30]
+    assert ("count:5000", "'lisbon'") in kept(pg_url)
+    with connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("UPDATE token_df SET df = 1")
+    with connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        conn.execute("SELECT pi_memory_keep_df('msg', 'count:5000', '''lisbon''', 1, 90)")
+
+
+def test_a_read_only_transaction_counts_without_keeping(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    with connect(pg_url) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        counts = conn.execute("SELECT pi_memory_capped_counts('msg', ARRAY['''lisbon'''], 5000, 0.02)").fetchone()
+    assert counts is not None and counts[0] == [30]
+    assert kept(pg_url) == {}
+
+
+def test_only_the_token_tables_can_be_counted(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 3)
+    with connect(pg_url) as conn, pytest.raises(psycopg.errors.RaiseException, match="no token index on session"):
+        conn.execute("SELECT pi_memory_capped_counts('session', ARRAY['''x'''], 5, 0.02)")
