@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import git_commit  # noqa: E402
+from common import git_commit, machine_speed_s  # noqa: E402
 
 from pi_memory import Archive  # noqa: E402
 from pi_memory.storage.pg import redact  # noqa: E402
@@ -472,7 +472,14 @@ def main() -> None:
 def about(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "system": platform.platform()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "system": platform.platform(),
+            # the shared machine's speed and load as the run ends (`common.machine_speed_s`)
+            "python_loop_2m_s": machine_speed_s(),
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+        },
         "pg": redact(args.pg),
         "server": server_settings(args.pg),
     }
