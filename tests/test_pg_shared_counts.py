@@ -1,6 +1,6 @@
-"""The team archive's shared document frequencies (m016): a token counted by one searcher is not
-counted again by the next process while the archive is within 2% of its size, and no client can
-store a number of its own. On a real PostgreSQL server (PI_MEMORY_TEST_PG)."""
+"""The team archive's shared document frequencies and mean lengths (m016): a token counted by one
+searcher is not counted again by the next process while the archive is within 2% of its size, and
+no client can store a number of its own. On a real PostgreSQL server (PI_MEMORY_TEST_PG)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from conftest import PI_DATA
 from pg_support import connect
 from pi_memory import Archive
 from pi_memory.core.text import QueryToken
+from pi_memory.search.messages import AVG_LEN_SAMPLE, Searcher
+from pi_memory.search.runs import AVG_LEN_SAMPLE as RUN_AVG_LEN_SAMPLE
 from pi_memory.storage.pg import roles_sql
 from pi_memory.storage.pg.store import PgStore
 from test_search import write_session
@@ -40,9 +42,9 @@ def pg(archive: Any) -> PgStore:
 
 
 def kept(url: str) -> dict[tuple[str, str], tuple[int, int]]:
-    """(how, lexeme) -> (df, archive size when counted), as the server keeps them."""
+    """(how, lexeme) -> (value, archive size when made), as the server keeps them."""
     with connect(url) as conn:
-        rows = conn.execute("SELECT how, lexeme, df, at_docs FROM token_df WHERE tab = 'msg'").fetchall()
+        rows = conn.execute("SELECT how, lexeme, value, at_docs FROM token_df WHERE tab = 'msg'").fetchall()
     return {(how, lexeme): (int(df), int(at)) for how, lexeme, df, at in rows}
 
 
@@ -59,7 +61,7 @@ def test_a_fresh_process_takes_the_kept_count_while_the_archive_is_within_two_pe
     with Archive.open(pg_url) as archive:
         pg(archive).capped_counts("msg", [WORD], 5000)
     with connect(pg_url) as conn:  # mark the kept count: only the cache can answer 7
-        conn.execute("UPDATE token_df SET df = 7 WHERE lexeme = '''lisbon''' AND how = 'count:5000'")
+        conn.execute("UPDATE token_df SET value = 7 WHERE lexeme = '''lisbon''' AND how = 'count:5000'")
     with Archive.open(pg_url) as archive:
         assert pg(archive).capped_counts("msg", [WORD], 5000) == [7]
         assert pg(archive).capped_counts("msg", [WORD], 100) == [30]  # another cap: its own count
@@ -90,7 +92,7 @@ def test_a_frequent_token_estimate_is_shared_too_and_equals_the_one_made_in_plac
         ]
         assert first == in_place
     with connect(pg_url) as conn:
-        conn.execute("UPDATE token_df SET df = 11 WHERE lexeme = '''note''' AND how = 'window:40:5'")
+        conn.execute("UPDATE token_df SET value = 11 WHERE lexeme = '''note''' AND how = 'window:40:5'")
     with Archive.open(pg_url) as archive:
         assert pg(archive).estimate_dfs_from_window("msg", [note, WORD], docs, 40, 5) == [11, first[1]]
 
@@ -114,9 +116,9 @@ def test_a_reader_fills_the_shared_counts_but_cannot_write_a_number_of_its_own(p
         assert pg(archive).capped_counts("msg", [WORD], 5000) == [30]
     assert ("count:5000", "'lisbon'") in kept(pg_url)
     with connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute("UPDATE token_df SET df = 1")
+        conn.execute("UPDATE token_df SET value = 1")
     with connect(reader) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute("SELECT pi_memory_keep_df('msg', 'count:5000', '''lisbon''', 1, 90)")
+        conn.execute("SELECT pi_memory_keep('msg', 'count:5000', '''lisbon''', 1, 90)")
 
 
 def test_a_read_only_transaction_counts_without_keeping(pg_url: str, tmp_path: Path):
@@ -132,3 +134,44 @@ def test_only_the_token_tables_can_be_counted(pg_url: str, tmp_path: Path):
     archive_with(pg_url, tmp_path, 3)
     with connect(pg_url) as conn, pytest.raises(psycopg.errors.RaiseException, match="no token index on session"):
         conn.execute("SELECT pi_memory_capped_counts('session', ARRAY['''x'''], 5, 0.02)")
+
+
+def test_a_fresh_process_finds_every_count_kept_without_reading_statistics(pg_url: str, monkeypatch):
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([PI_DATA])
+        first = [(h.msg_id, round(h.score, 9)) for h in archive.search("proxy_buffering 断流 nginx")]
+        runs = [(h.run.address, round(h.score, 9)) for h in archive.search_runs("nginx 断流")]
+    assert first and runs
+
+    def no_statistics(*_: object) -> dict[str, float]:
+        raise AssertionError("read ANALYZE's statistics although every count was kept")
+
+    monkeypatch.setattr(PgStore, "analyzed_token_shares", no_statistics)
+    with Archive.open(pg_url) as archive:
+        assert [(h.msg_id, round(h.score, 9)) for h in archive.search("proxy_buffering 断流 nginx")] == first
+        assert [(h.run.address, round(h.score, 9)) for h in archive.search_runs("nginx 断流")] == runs
+
+
+def test_the_mean_length_is_the_searchers_sample_and_is_kept(pg_url: str, tmp_path: Path):
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([PI_DATA])
+        store = pg(archive)
+        with store.searching():
+            sampled = Searcher._avg_len(archive.searcher)  # the sample as on SQLite, in this process
+            runs = store.run_token_sample(RUN_AVG_LEN_SAMPLE)
+        assert store.mean_length("msg", AVG_LEN_SAMPLE) == sampled
+        assert store.mean_length("run", RUN_AVG_LEN_SAMPLE) == (sum(runs) / len(runs) if runs else 0.0)
+    with connect(pg_url) as conn:
+        conn.execute("UPDATE token_df SET value = 3.5 WHERE how = 'mean:500' AND tab = 'msg'")
+    with Archive.open(pg_url) as archive:
+        assert pg(archive).mean_length("msg", AVG_LEN_SAMPLE) == 3.5
+
+
+def test_a_message_without_its_kept_length_makes_the_searcher_count_the_text(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 90)
+    with connect(pg_url) as conn:
+        conn.execute("UPDATE msg SET ntokens = NULL WHERE id = (SELECT min(id) FROM msg)")
+    with Archive.open(pg_url) as archive:
+        assert pg(archive).mean_length("msg", AVG_LEN_SAMPLE) is None
+        assert archive.search("Lisbon")[0].text.endswith("moving to Lisbon soon")
+    assert ("mean:500", "") not in kept(pg_url)

@@ -44,6 +44,7 @@ from ..core.text import QueryToken, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery
 from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
+    AVG_LEN_SAMPLE,
     DF_EXACT_CAP,
     DF_WINDOW,
     EXACT_PARTS_TOKENS,
@@ -57,6 +58,7 @@ from .messages import (
     not_among,
 )
 from .messages import filter_sql as shared_filter_sql
+from .runs import AVG_LEN_SAMPLE as RUN_AVG_LEN_SAMPLE
 from .runs import DF_EXACT_CAP as RUN_DF_EXACT_CAP
 from .runs import RunFilters, RunHit, RunSearcher
 
@@ -176,8 +178,11 @@ class PgSearcher(Searcher):
         past the cap is not counted (thousands of heap pages), only estimated."""
         todo = {lexeme(t): t for t in tokens if self.df_cache.get(lexeme(t)) is None}
         out = {key: 0 for key, t in todo.items() if not indexable(t.text)}  # longer than any lexeme
-        shares = self.common_shares(n_docs)
         usable = [t for key, t in todo.items() if key not in out]
+        kept = self.pg.kept_dfs("msg", usable, PG_DF_EXACT_CAP, PG_DF_WINDOW, PG_DF_EXACT_CAP + 1)
+        out.update({lexeme(t): n for t, n in zip(usable, kept, strict=True) if n is not None})
+        usable = [t for t in usable if lexeme(t) not in out]  # what no searcher left with the server
+        shares = self.common_shares(n_docs) if usable else {}
         to_count = [t for t in usable if shares.get(lexeme(t), 0.0) * n_docs <= SURELY_PAST_CAP * PG_DF_EXACT_CAP]
         counts = self.pg.capped_counts("msg", to_count, PG_DF_EXACT_CAP)
         out.update({lexeme(t): n for t, n in zip(to_count, counts, strict=True)})
@@ -187,6 +192,16 @@ class PgSearcher(Searcher):
         for key, value in out.items():
             self.df_cache.put(key, value)
         return out
+
+    def _avg_len(self) -> float:
+        """The mean length as `Searcher._avg_len` samples it, from the server, which keeps it for every
+        searcher (m016); sampled here as on SQLite when a sampled message is older than its length."""
+        if self._avg is None or self._avg[0] != self.df_cache.generation:
+            mean = self.pg.mean_length("msg", AVG_LEN_SAMPLE)
+            if mean is None:
+                return super()._avg_len()
+            self._avg = (self.df_cache.generation, mean)
+        return self._avg[1]
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare and not plan.exact_typed:
@@ -266,3 +281,13 @@ class PgRunSearcher(RunSearcher):
             for text, count in self.pg.run_summary_dfs(todo, RUN_DF_EXACT_CAP).items():
                 self.df_cache.put(text, count)
             return super().search(query, limit, filters)
+
+    def _average_length(self) -> float:
+        """The mean summary length as `RunSearcher._average_length` samples it, from the server, which
+        keeps it for every searcher (m016)."""
+        if self._average is None or self._average[0] != self.df_cache.generation:
+            mean = self.pg.mean_length("run", RUN_AVG_LEN_SAMPLE)
+            if mean is None:
+                return super()._average_length()
+            self._average = (self.df_cache.generation, mean)
+        return self._average[1]

@@ -670,16 +670,17 @@ MIGRATIONS.append(("m014_pgvector", PGVECTOR_COLUMN))
 MIGRATIONS.append(("m015_session_cwd", "CREATE INDEX IF NOT EXISTS session_cwd ON session(cwd);"))
 
 # Document frequencies shared by every searcher of the archive (`PgStore.capped_counts`,
-# `PgStore.estimate_dfs_from_window`). A count costs a heap page per posting here (up to the 5,000
-# of the cap; docs/team-archive.md), and each process counted its query's tokens again: a CLI
-# search is a fresh process every time. The server now keeps each token's count with the archive's
-# size when it was made, and a searcher takes it while the archive is within the staleness share of
-# that size (the per-process rule, `core.ranking.DF_STALE_GROWTH`), so a token counted by anyone is
-# not counted again. The table is a cache (UNLOGGED: lost in a crash, rebuilt by the next searches)
-# written only by these two functions, which count for themselves: a client cannot store a number
-# of its own (and `how`, the cap or window a count was made with, is part of the key). A writer
-# that cannot get a token's advisory lock at once, or a read-only transaction (a standby), counts
-# and stores nothing: a search never waits on another's cache write. `jit = off`: a search turns
+# `PgStore.estimate_dfs_from_window`, `PgStore.kept_dfs`) and the mean lengths BM25 divides by
+# (`PgStore.mean_length`). A count costs a heap page per posting here (up to the 5,000 of the cap;
+# docs/team-archive.md), a mean length 500 spread rows, and each process made them again: a CLI
+# search is a fresh process every time. The server now keeps each with the archive's size when it
+# was made, and a searcher takes it while the archive is within the staleness share of that size
+# (the per-process rule, `core.ranking.DF_STALE_GROWTH`), so a token counted by anyone is not
+# counted again. The table is a cache (UNLOGGED: lost in a crash, rebuilt by the next searches)
+# written only by the functions below, which count for themselves: a client cannot store a number
+# of its own (and `how`, the cap, window or sample a value was made with, is part of the key). A
+# searcher that cannot get a key's advisory lock at once, or a read-only transaction (a standby),
+# keeps nothing: a search never waits on another's cache write. `jit = off`: a search turns
 # `enable_seqscan` off, which prices the one-row `counter` table's only plan past `jit_above_cost`,
 # and compiling it took 5-80 ms a call (a kept count: 35 ms with JIT, 0.3 ms without).
 MIGRATIONS.append(
@@ -690,7 +691,7 @@ MIGRATIONS.append(
           tab     text    NOT NULL,
           how     text    NOT NULL,
           lexeme  text    NOT NULL,
-          df      bigint  NOT NULL,
+          value   float8  NOT NULL,
           at_docs bigint  NOT NULL,
           PRIMARY KEY (tab, how, lexeme)
         );
@@ -701,22 +702,35 @@ MIGRATIONS.append(
             $body$ SELECT CASE p_tab WHEN 'msg' THEN indexed_docs ELSE run_docs END FROM counter $body$
           $fn$, current_schema());
           EXECUTE format($fn$
-            CREATE FUNCTION pi_memory_cached_df(p_tab text, p_how text, p_lexeme text, p_docs bigint, p_stale float8)
-              RETURNS bigint LANGUAGE sql STABLE SET search_path = %I, pg_temp SET jit = off AS
-            $body$ SELECT df FROM token_df WHERE tab = p_tab AND how = p_how AND lexeme = p_lexeme
+            CREATE FUNCTION pi_memory_kept(p_tab text, p_how text, p_lexeme text, p_docs bigint, p_stale float8)
+              RETURNS float8 LANGUAGE sql STABLE SET search_path = %I, pg_temp SET jit = off AS
+            $body$ SELECT value FROM token_df WHERE tab = p_tab AND how = p_how AND lexeme = p_lexeme
                      AND abs(p_docs - at_docs) <= p_stale * greatest(at_docs, 1) $body$
           $fn$, current_schema());
           EXECUTE format($fn$
-            CREATE FUNCTION pi_memory_keep_df(p_tab text, p_how text, p_lexeme text, p_df bigint, p_docs bigint)
+            CREATE FUNCTION pi_memory_keep(p_tab text, p_how text, p_lexeme text, p_value float8, p_docs bigint)
               RETURNS void LANGUAGE plpgsql SET search_path = %I, pg_temp SET jit = off AS
             $body$ BEGIN
               IF current_setting('transaction_read_only') = 'on'
                  OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.token_df'), hashtext(p_tab || p_how || p_lexeme)) THEN
                 RETURN;
               END IF;
-              INSERT INTO token_df VALUES (p_tab, p_how, p_lexeme, p_df, p_docs)
-                ON CONFLICT (tab, how, lexeme) DO UPDATE SET df = EXCLUDED.df, at_docs = EXCLUDED.at_docs;
+              INSERT INTO token_df VALUES (p_tab, p_how, p_lexeme, p_value, p_docs)
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
             END $body$
+          $fn$, current_schema());
+          -- each lexeme's kept document frequency as SQLite makes it (its count when within the cap,
+          -- else its window estimate), NULL where nothing is kept: a search that finds them all
+          -- counts nothing and reads no statistics
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_kept_dfs(p_tab text, p_lexemes text[], p_cap integer, p_window integer,
+                                               p_floor bigint, p_stale float8)
+              RETURNS bigint[] LANGUAGE sql STABLE SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
+            $body$ SELECT coalesce(array_agg(CASE WHEN c.v <= p_cap THEN c.v ELSE w.v END ORDER BY u.k), '{}')::bigint[]
+                   FROM unnest(p_lexemes) WITH ORDINALITY AS u(q, k)
+                   CROSS JOIN LATERAL (SELECT pi_memory_kept(p_tab, 'count:' || p_cap, u.q, pi_memory_docs(p_tab), p_stale)) c(v)
+                   CROSS JOIN LATERAL (SELECT pi_memory_kept(p_tab, 'window:' || p_window || ':' || p_floor, u.q,
+                                                             pi_memory_docs(p_tab), p_stale)) w(v) $body$
           $fn$, current_schema());
           -- rows of p_tab holding each lexeme, counted up to p_cap + 1
           EXECUTE format($fn$
@@ -731,11 +745,11 @@ MIGRATIONS.append(
             BEGIN
               IF p_tab NOT IN ('msg', 'run') THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
               FOREACH q IN ARRAY p_lexemes LOOP
-                n := pi_memory_cached_df(p_tab, how, q, docs, p_stale);
+                n := pi_memory_kept(p_tab, how, q, docs, p_stale);
                 IF n IS NULL THEN
                   EXECUTE format('SELECT count(*) FROM (SELECT FROM %%I WHERE tokens @@ $1::tsquery LIMIT $2) c', p_tab)
                     INTO n USING q, p_cap + 1;
-                  PERFORM pi_memory_keep_df(p_tab, how, q, n, docs);
+                  PERFORM pi_memory_keep(p_tab, how, q, n, docs);
                 END IF;
                 out := out || n;
               END LOOP;
@@ -762,7 +776,7 @@ MIGRATIONS.append(
             BEGIN
               IF p_tab NOT IN ('msg', 'run') THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
               FOREACH q IN ARRAY p_lexemes LOOP
-                n := pi_memory_cached_df(p_tab, how, q, docs, p_stale);
+                n := pi_memory_kept(p_tab, how, q, docs, p_stale);
                 out := out || n;
                 IF n IS NULL THEN missing := missing || q; END IF;
               END LOOP;
@@ -778,10 +792,57 @@ MIGRATIONS.append(
                   k := k + 1;
                   n := greatest(p_floor, least(docs, trunc(docs::float8 * counts[k] / in_window)));
                   out[i] := n;
-                  PERFORM pi_memory_keep_df(p_tab, how, p_lexemes[i], n, docs);
+                  PERFORM pi_memory_keep(p_tab, how, p_lexemes[i], n, docs);
                 END IF;
               END LOOP;
               RETURN out;
+            END $body$
+          $fn$, current_schema());
+          -- the mean length (`ntokens`) of p_n rows spread evenly over the ids, as the searchers
+          -- sample it (`Searcher._avg_len`: indexed messages, the newest p_n when fewer than a
+          -- quarter of the spread ids are left; `run_token_sample`: runs with a summary); NULL when a
+          -- sampled message has no kept length (a row older than m012: the client counts its text)
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_mean_length(p_tab text, p_n integer, p_stale float8)
+              RETURNS float8 LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
+            $body$ DECLARE
+              docs bigint := pi_memory_docs(p_tab);
+              how text := 'mean:' || p_n;
+              kept float8 := pi_memory_kept(p_tab, how, '', docs, p_stale);
+              low bigint;
+              high bigint;
+              step float8;
+              wanted bigint[];
+              ids bigint[];
+              n bigint;
+              lengths bigint;
+              total bigint;
+              mean float8;
+            BEGIN
+              IF p_tab NOT IN ('msg', 'run') THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
+              IF kept IS NOT NULL THEN RETURN kept; END IF;
+              IF p_tab = 'msg' THEN
+                SELECT coalesce(min(id), 0), coalesce(max(id), 0) INTO low, high FROM msg;
+              ELSE
+                SELECT coalesce(min(id), 0), coalesce(max(id), 0) INTO low, high FROM run WHERE ntokens IS NOT NULL;
+              END IF;
+              step := greatest(1.0, (high - low + 1)::float8 / greatest(p_n, 1));
+              SELECT array_agg(DISTINCT least(high, low + trunc(k * step)::bigint)) INTO wanted
+                FROM generate_series(0, p_n - 1) k;
+              IF p_tab = 'msg' THEN
+                SELECT array_agg(id) INTO ids FROM msg WHERE id = ANY(wanted) AND indexed;
+                IF coalesce(cardinality(ids), 0) < p_n / 4 THEN
+                  SELECT array_agg(id) INTO ids FROM (SELECT id FROM msg WHERE indexed ORDER BY id DESC LIMIT p_n) x;
+                END IF;
+                SELECT count(*), count(ntokens), sum(ntokens) INTO n, lengths, total FROM msg WHERE id = ANY(ids);
+                IF lengths < n THEN RETURN NULL; END IF;
+                mean := CASE WHEN n = 0 THEN 1.0 ELSE total::float8 / n END;
+              ELSE
+                SELECT count(*), sum(ntokens) INTO n, total FROM run WHERE id = ANY(wanted) AND ntokens IS NOT NULL;
+                mean := CASE WHEN n = 0 THEN 0.0 ELSE total::float8 / n END;
+              END IF;
+              PERFORM pi_memory_keep(p_tab, how, '', mean, docs);
+              RETURN mean;
             END $body$
           $fn$, current_schema());
         END $outer$;

@@ -418,6 +418,26 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         row = self.rows(sql, (table, [tsquery([t]) for t in tokens], cap, DF_STALE_GROWTH))[0]
         return [int(n) for n in row[0]]
 
+    def kept_dfs(self, table: str, tokens: Sequence[QueryToken], cap: int, window: int, floor: int) -> list[int | None]:
+        """Each token's document frequency as another searcher left it with the server (m016): its
+        count when within `cap`, else its estimate from the newest `window` ids; None where the
+        server keeps neither for the archive's size now. One round trip, no statistics, no count."""
+        assert table in TOKEN_TABLES
+        if not tokens:
+            return []
+        sql = "SELECT pi_memory_kept_dfs(%s, %s::text[], %s, %s, %s, %s)"
+        row = self.rows(sql, (table, [tsquery([t]) for t in tokens], cap, window, floor, DF_STALE_GROWTH))[0]
+        return [None if n is None else int(n) for n in row[0]]
+
+    def mean_length(self, table: str, n: int) -> float | None:
+        """The mean `ntokens` of `n` rows spread over the ids, sampled as the searchers sample it
+        (`Searcher._avg_len`, `run_token_sample`), by the server, which keeps it for every searcher
+        while the archive stays within `DF_STALE_GROWTH` of its size (m016); None when a sampled
+        message is older than its kept length (the searcher counts its text)."""
+        assert table in TOKEN_TABLES
+        value = self.scalar("SELECT pi_memory_mean_length(%s, %s, %s)", (table, n, DF_STALE_GROWTH))
+        return None if value is None else float(value)
+
     def add_to_counters(self, deltas: dict[str, int]) -> None:
         """One UPDATE of the one counter row (inside a write transaction; its lock lasts until commit)."""
         # the scan index's generation (SQLite's `vec_generation`, bumped by forget): pgvector scans
@@ -454,9 +474,15 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         exact up to `cap`, above it the density among the newest `RUN_DF_WINDOW` runs; the exact
         counts in one statement, skipped for the tokens ANALYZE says are far past the cap."""
         runs = self.counters().get("run_docs", 0)
-        shares = self._run_token_shares(runs)
         out: dict[str, int] = {t.text: 0 for t in tokens if not indexable(t.text)}
         usable = [t for t in tokens if indexable(t.text)]
+        kept = self.kept_dfs("run", usable, cap, RUN_DF_WINDOW, cap + 1)
+        out.update({t.text: n for t, n in zip(usable, kept, strict=True) if n is not None})
+        usable = [t for t in usable if t.text not in out]
+        if not usable:
+            self._run_df.update(out)
+            return out
+        shares = self._run_token_shares(runs)
         surely_past = {t.text for t in usable if shares.get(t.text, 0.0) * runs > SURELY_PAST_CAP * cap}
         to_count = [t for t in usable if t.text not in surely_past]
         out.update({t.text: n for t, n in zip(to_count, self.capped_counts("run", to_count, cap), strict=True)})
