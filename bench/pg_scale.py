@@ -17,8 +17,9 @@ archive's server keeps the document frequencies any searcher counted (m016):
 they are cleared before each of these measurements, so the cold pass counts
 everything, as it did before the server kept them. Then each query is asked by a
 fresh archive object once more: after another one asked the other half of the
-queries (`fresh_other_*`: the tokens they share are counted already), and after
-another one asked the same queries (`fresh_same_*`). After a PostgreSQL import
+queries (`fresh_other_*`: the tokens they share are counted already), after
+another one asked the same queries (`fresh_same_*`), and alone in an archive
+object of its own after that, as a CLI search is (`fresh_single_*`). After a PostgreSQL import
 the bench runs ANALYZE (timed), as autovacuum would. Prints a table and writes
 the figures as JSON.
 
@@ -192,7 +193,8 @@ def ask_once(target: str, queries: list[tuple[str, str]], scope: str) -> list[fl
 
 def measure_fresh(target: str, queries: list[tuple[str, str]], scope: str = "content") -> dict[str, Any]:
     """Fresh processes after others: each half of the queries asked after another process asked the
-    other half (`other`), and all of them after another process asked the same (`same`)."""
+    other half (`other`), all of them after another process asked the same (`same`), and then each
+    alone in a process of its own, as a CLI search is (`single`)."""
     evens, odds = queries[::2], queries[1::2]
     other: list[float] = []
     for first, then in ((evens, odds), (odds, evens)):
@@ -202,8 +204,9 @@ def measure_fresh(target: str, queries: list[tuple[str, str]], scope: str = "con
     forget_shared_counts(target)
     ask_once(target, queries, scope)
     same = ask_once(target, queries, scope)
+    single = [ms for query in queries for ms in ask_once(target, [query], scope)]  # a CLI search each
     out: dict[str, Any] = {}
-    for name, values in (("other", other), ("same", same)):
+    for name, values in (("other", other), ("same", same), ("single", single)):
         out.update(
             {
                 f"fresh_{name}_p50_ms": round(statistics.median(values), 2),
@@ -241,7 +244,10 @@ def measure_queries(target: str, queries: list[tuple[str, str]], scope: str = "c
     }
 
 
-FRESH_HEAD = "backend   size      track      2-pass p95  after others: p50  p95  max   after the same: p50  p95  max"
+FRESH_HEAD = (
+    "backend   size      track      2-pass p95  after others: p50  p95  max   after the same: p50  p95  max"
+    "   alone: p50  p95  max"
+)
 
 
 def fresh_table(results: dict[str, Any], sizes: list[str]) -> str:
@@ -258,6 +264,8 @@ def fresh_table(results: dict[str, Any], sizes: list[str]) -> str:
                     f"{r[pre + 'fresh_other_p50_ms']:>17}  {r[pre + 'fresh_other_p95_ms']:>4}  "
                     f"{r[pre + 'fresh_other_max_ms']:>4}  {r[pre + 'fresh_same_p50_ms']:>19}  "
                     f"{r[pre + 'fresh_same_p95_ms']:>4}  {r[pre + 'fresh_same_max_ms']:>4}"
+                    f"  {r.get(pre + 'fresh_single_p50_ms', '')!s:>10}  {r.get(pre + 'fresh_single_p95_ms', '')!s:>4}"
+                    f"  {r.get(pre + 'fresh_single_max_ms', '')!s:>4}"
                 )
     return "\n".join(lines)
 
