@@ -174,8 +174,10 @@ class PgSearcher(Searcher):
     def _frequencies(self, tokens: list[QueryToken], n_docs: int) -> dict[str, int]:
         """The document frequencies of tokens not cached yet, as SQLite makes them (`Searcher.
         document_frequency`): exact up to `DF_EXACT_CAP`, above it the density among the newest
-        `DF_WINDOW` ids. The exact counts go in one statement; a token ANALYZE's statistics put far
-        past the cap is not counted (thousands of heap pages), only estimated."""
+        `DF_WINDOW` ids. What other searchers left with the server comes first, in one round trip
+        (m016: a fresh process counts only what nobody asked about); the exact counts of the rest go
+        in one statement, and a token ANALYZE's statistics put far past the cap is not counted
+        (thousands of heap pages), only estimated."""
         todo = {lexeme(t): t for t in tokens if self.df_cache.get(lexeme(t)) is None}
         out = {key: 0 for key, t in todo.items() if not indexable(t.text)}  # longer than any lexeme
         usable = [t for key, t in todo.items() if key not in out]

@@ -472,7 +472,8 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
     def run_summary_dfs(self, tokens: Sequence[QueryToken], cap: int) -> dict[str, int]:
         """Runs whose summary holds each token, as SQLite counts them (`RunSummaryIndex.run_summary_df`):
         exact up to `cap`, above it the density among the newest `RUN_DF_WINDOW` runs; the exact
-        counts in one statement, skipped for the tokens ANALYZE says are far past the cap."""
+        counts in one statement, skipped for the tokens ANALYZE says are far past the cap; first,
+        what other searchers left with the server (`kept_dfs`)."""
         runs = self.counters().get("run_docs", 0)
         out: dict[str, int] = {t.text: 0 for t in tokens if not indexable(t.text)}
         usable = [t for t in tokens if indexable(t.text)]
