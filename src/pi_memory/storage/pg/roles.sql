@@ -34,6 +34,9 @@ GRANT INSERT, UPDATE, DELETE ON edit, edit_observed, provenance_state TO pi_memo
 GRANT INSERT, UPDATE, DELETE ON usage, usage_sum, context_ledger TO pi_memory_writer;  -- model requests, their sums, the ledger
 GRANT INSERT ON memory_chain, memory_event TO pi_memory_writer;  -- the memory log: append only
 GRANT INSERT, DELETE ON vec, vec_session TO pi_memory_writer;  -- semantic recall's rows (pgvector): `embed` writes them, forget removes them
+-- the counts searchers left with the server (m016) name the words people searched for: only the
+-- server's own functions read and write them
+REVOKE ALL ON token_df FROM pi_memory_reader, pi_memory_writer;
 
 -- Then one LOGIN role per person or bot (passwords go in ~/.pgpass or PGPASSWORD, never in a URL in a script):
 --   CREATE ROLE alice LOGIN PASSWORD '...' IN ROLE pi_memory_writer;
