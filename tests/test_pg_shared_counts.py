@@ -107,7 +107,9 @@ def test_searching_gives_the_same_hits_from_kept_counts_as_from_fresh_ones(pg_ur
     assert first == again and first
 
 
-def test_a_reader_fills_the_shared_counts_but_cannot_read_them_or_write_a_number_of_its_own(pg_url: str, make_role, tmp_path: Path):
+def test_a_reader_fills_the_shared_counts_but_cannot_read_them_or_write_a_number_of_its_own(
+    pg_url: str, make_role, tmp_path: Path
+):
     archive_with(pg_url, tmp_path, 90)
     with connect(pg_url) as conn:
         conn.execute(roles_sql().encode())
