@@ -161,7 +161,7 @@ def test_the_mean_length_is_the_searchers_sample_and_is_kept(pg_url: str, tmp_pa
         archive.import_paths([PI_DATA])
         store = pg(archive)
         with store.searching():
-            sampled = Searcher._avg_len(archive.searcher)  # the sample as on SQLite, in this process
+            sampled = Searcher._sampled_length(archive.searcher)  # the sample as on SQLite, in this process
             runs = store.run_token_sample(RUN_AVG_LEN_SAMPLE)
         assert store.mean_length("msg", AVG_LEN_SAMPLE) == sampled
         assert store.mean_length("run", RUN_AVG_LEN_SAMPLE) == (sum(runs) / len(runs) if runs else 0.0)

@@ -503,10 +503,13 @@ class Searcher:
         BM25 normalizes by the collection's mean, as FTS5's bm25 does (bench/quality.py, histories
         with long assistant replies: R@1 0.17 under bm25's 0.24 with the newest 500)."""
         if self._avg is None or self._avg[0] != self.df_cache.generation:
-            ids = self._spread_sample()
-            lengths = self._token_lengths(ids, {})
-            self._avg = (self.df_cache.generation, sum(lengths.values()) / len(lengths) if lengths else 1.0)
+            self._avg = (self.df_cache.generation, self._sampled_length())
         return self._avg[1]
+
+    def _sampled_length(self) -> float:
+        """The mean `ranking.doc_tokens` of the `_spread_sample` (1.0 for an empty archive)."""
+        lengths = self._token_lengths(self._spread_sample(), {})
+        return sum(lengths.values()) / len(lengths) if lengths else 1.0
 
     def _spread_sample(self) -> list[int]:
         """Up to `AVG_LEN_SAMPLE` indexed message ids, evenly spread from the first to the last."""

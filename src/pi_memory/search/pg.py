@@ -195,15 +195,11 @@ class PgSearcher(Searcher):
             self.df_cache.put(key, value)
         return out
 
-    def _avg_len(self) -> float:
-        """The mean length as `Searcher._avg_len` samples it, from the server, which keeps it for every
-        searcher (m016); sampled here as on SQLite when a sampled message is older than its length."""
-        if self._avg is None or self._avg[0] != self.df_cache.generation:
-            mean = self.pg.mean_length("msg", AVG_LEN_SAMPLE)
-            if mean is None:
-                return super()._avg_len()
-            self._avg = (self.df_cache.generation, mean)
-        return self._avg[1]
+    def _sampled_length(self) -> float:
+        """The mean length as `Searcher._sampled_length` samples it, from the server, which keeps it for
+        every searcher (m016); sampled here as on SQLite when a sampled message is older than its length."""
+        mean = self.pg.mean_length("msg", AVG_LEN_SAMPLE)
+        return super()._sampled_length() if mean is None else mean
 
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare and not plan.exact_typed:
@@ -284,12 +280,8 @@ class PgRunSearcher(RunSearcher):
                 self.df_cache.put(text, count)
             return super().search(query, limit, filters)
 
-    def _average_length(self) -> float:
-        """The mean summary length as `RunSearcher._average_length` samples it, from the server, which
+    def _sampled_length(self) -> float:
+        """The mean summary length as `RunSearcher._sampled_length` samples it, from the server, which
         keeps it for every searcher (m016)."""
-        if self._average is None or self._average[0] != self.df_cache.generation:
-            mean = self.pg.mean_length("run", RUN_AVG_LEN_SAMPLE)
-            if mean is None:
-                return super()._average_length()
-            self._average = (self.df_cache.generation, mean)
-        return self._average[1]
+        mean = self.pg.mean_length("run", RUN_AVG_LEN_SAMPLE)
+        return super()._sampled_length() if mean is None else mean

@@ -187,11 +187,15 @@ class RunSearcher:
         return cached
 
     def _average_length(self) -> float:
-        """The mean summary length (tokens) BM25 normalizes by, from the newest runs' index entries."""
+        """The mean summary length (tokens) BM25 normalizes by, cached with the df cache."""
         if self._average is None or self._average[0] != self.df_cache.generation:
-            sample = self.store.run_token_sample(AVG_LEN_SAMPLE)
-            self._average = (self.df_cache.generation, sum(sample) / len(sample) if sample else 0.0)
+            self._average = (self.df_cache.generation, self._sampled_length())
         return self._average[1]
+
+    def _sampled_length(self) -> float:
+        """The mean of `AVG_LEN_SAMPLE` summaries' lengths spread over the runs (`run_token_sample`)."""
+        sample = self.store.run_token_sample(AVG_LEN_SAMPLE)
+        return sum(sample) / len(sample) if sample else 0.0
 
 
 def _candidates(

@@ -799,7 +799,7 @@ MIGRATIONS.append(
             END $body$
           $fn$, current_schema());
           -- the mean length (`ntokens`) of p_n rows spread evenly over the ids, as the searchers
-          -- sample it (`Searcher._avg_len`: indexed messages, the newest p_n when fewer than a
+          -- sample it (`Searcher._sampled_length`: indexed messages, the newest p_n when fewer than a
           -- quarter of the spread ids are left; `run_token_sample`: runs with a summary); NULL when a
           -- sampled message has no kept length (a row older than m012: the client counts its text)
           EXECUTE format($fn$

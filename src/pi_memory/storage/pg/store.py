@@ -431,7 +431,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
 
     def mean_length(self, table: str, n: int) -> float | None:
         """The mean `ntokens` of `n` rows spread over the ids, sampled as the searchers sample it
-        (`Searcher._avg_len`, `run_token_sample`), by the server, which keeps it for every searcher
+        (`Searcher._sampled_length`, `run_token_sample`), by the server, which keeps it for every searcher
         while the archive stays within `DF_STALE_GROWTH` of its size (m016); None when a sampled
         message is older than its kept length (the searcher counts its text)."""
         assert table in TOKEN_TABLES
