@@ -84,7 +84,7 @@ def test_a_frequent_token_estimate_is_shared_too_and_equals_the_one_made_in_plac
     with Archive.open(pg_url) as archive:
         store = pg(archive)
         docs = store.counters()["indexed_docs"]
-        first = store.estimate_dfs_from_window("msg", [note, WORD], docs, 40, 5)
+        first = store.estimate_dfs_from_window("msg", [note, WORD], 40, 5)
         top = store.max_msg_id()
         in_window = max(1, int(docs * (top - max(0, top - 40)) / max(top, 1)))
         in_place = [
@@ -94,7 +94,7 @@ def test_a_frequent_token_estimate_is_shared_too_and_equals_the_one_made_in_plac
     with connect(pg_url) as conn:
         conn.execute("UPDATE token_df SET value = 11 WHERE lexeme = '''note''' AND how = 'window:40:5'")
     with Archive.open(pg_url) as archive:
-        assert pg(archive).estimate_dfs_from_window("msg", [note, WORD], docs, 40, 5) == [11, first[1]]
+        assert pg(archive).estimate_dfs_from_window("msg", [note, WORD], 40, 5) == [11, first[1]]
 
 
 def test_searching_gives_the_same_hits_from_kept_counts_as_from_fresh_ones(pg_url: str):

@@ -189,7 +189,7 @@ class PgSearcher(Searcher):
         counts = self.pg.capped_counts("msg", to_count, PG_DF_EXACT_CAP)
         out.update({lexeme(t): n for t, n in zip(to_count, counts, strict=True)})
         past = [t for t in usable if out.get(lexeme(t), PG_DF_EXACT_CAP + 1) > PG_DF_EXACT_CAP]
-        estimates = self.pg.estimate_dfs_from_window("msg", past, n_docs, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
+        estimates = self.pg.estimate_dfs_from_window("msg", past, PG_DF_WINDOW, floor=PG_DF_EXACT_CAP + 1)
         out.update({lexeme(t): n for t, n in zip(past, estimates, strict=True)})
         for key, value in out.items():
             self.df_cache.put(key, value)

@@ -727,10 +727,11 @@ MIGRATIONS.append(
                                                p_floor bigint, p_stale float8)
               RETURNS bigint[] LANGUAGE sql STABLE SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
             $body$ SELECT coalesce(array_agg(CASE WHEN c.v <= p_cap THEN c.v ELSE w.v END ORDER BY u.k), '{}')::bigint[]
-                   FROM unnest(p_lexemes) WITH ORDINALITY AS u(q, k)
-                   CROSS JOIN LATERAL (SELECT pi_memory_kept(p_tab, 'count:' || p_cap, u.q, pi_memory_docs(p_tab), p_stale)) c(v)
+                   FROM (SELECT pi_memory_docs(p_tab)) d(docs)
+                   CROSS JOIN unnest(p_lexemes) WITH ORDINALITY AS u(q, k)
+                   CROSS JOIN LATERAL (SELECT pi_memory_kept(p_tab, 'count:' || p_cap, u.q, d.docs, p_stale)) c(v)
                    CROSS JOIN LATERAL (SELECT pi_memory_kept(p_tab, 'window:' || p_window || ':' || p_floor, u.q,
-                                                             pi_memory_docs(p_tab), p_stale)) w(v) $body$
+                                                             d.docs, p_stale)) w(v) $body$
           $fn$, current_schema());
           -- rows of p_tab holding each lexeme, counted up to p_cap + 1
           EXECUTE format($fn$

@@ -488,7 +488,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         to_count = [t for t in usable if t.text not in surely_past]
         out.update({t.text: n for t, n in zip(to_count, self.capped_counts("run", to_count, cap), strict=True)})
         past = [t for t in usable if out.get(t.text, cap + 1) > cap]
-        estimates = self.estimate_dfs_from_window("run", past, runs, RUN_DF_WINDOW, floor=cap + 1)
+        estimates = self.estimate_dfs_from_window("run", past, RUN_DF_WINDOW, floor=cap + 1)
         out.update({t.text: n for t, n in zip(past, estimates, strict=True)})
         self._run_df.update(out)
         return out
@@ -513,15 +513,10 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         elems, freqs = (row[0] or [], row[1] or []) if row else ([], [])
         return {str(e): float(f) for e, f in zip(elems, freqs, strict=False)}
 
-    def estimate_df_from_window(self, table: str, token: QueryToken, n_docs: int, window: int, floor: int) -> int:
-        return self.estimate_dfs_from_window(table, [token], n_docs, window, floor)[0]
-
-    def estimate_dfs_from_window(
-        self, table: str, tokens: Sequence[QueryToken], n_docs: int, window: int, floor: int
-    ) -> list[int]:
+    def estimate_dfs_from_window(self, table: str, tokens: Sequence[QueryToken], window: int, floor: int) -> list[int]:
         """Rows holding each frequent token: its density among the newest `window` ids, scaled to
         the archive's size (SQLite's estimate, `Searcher._estimate_df`; the size is the counter row's,
-        read by the server, of which `n_docs` is the search's snapshot). The window's rows are read once along
+        read by the server). The window's rows are read once along
         the primary key and every token tested on each (`count(*) FILTER`), so the cost is the
         window's, whatever the archive's size and however many tokens: a token's GIN bitmap ANDed
         with the range read the token's whole posting list, which grows with the archive (30k
