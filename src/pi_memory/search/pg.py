@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..core import scoring
 from ..core.stems import variants
 from ..core.text import QueryToken, query_tokens, surface_tokens
-from ..storage.pg.sql import indexable, lexeme, tsquery
+from ..storage.pg.sql import indexable, lexeme, tsquery, weighted_matches
 from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
     AVG_LEN_SAMPLE,
@@ -204,29 +204,22 @@ class PgSearcher(Searcher):
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare and not plan.exact_typed:
             return []
-        parts, params = [], []
-        part = f"SELECT id, %s::float8 AS w FROM msg WHERE tokens @@ %s::tsquery AND {echo_sql(filters)}"
+        terms: list[tuple[str, float]] = []  # (tsquery, weight): a row's weight is the sum of its terms'
         as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
         for t in plan.rare:
-            parts.append(part)
-            params += [weights[t.text], tsquery([t])]
+            terms.append((tsquery([t]), weights[t.text]))
             if t.text in as_typed:  # as typed: once more for the rows holding no other spelling
                 others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
-                parts.append(part)
-                params += [weights[t.text], f"{tsquery([t])} & !({others})"]
+                terms.append((f"{tsquery([t])} & !({others})", weights[t.text]))
         for text in plan.exact_typed:  # a character typed as a text in the other script holds it
-            parts.append(part)
-            params += [weights[text], tsquery([QueryToken(text, "surface")])]
+            terms.append((tsquery([QueryToken(text, "surface")]), weights[text]))
         for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
-            parts.append(part)
-            params += [
-                weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0),
-                tsquery([QueryToken(form, "word")]),
-            ]
-        union = " UNION ALL ".join(parts)
+            weight = weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0)
+            terms.append((tsquery([QueryToken(form, "word")]), weight))
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
-        params += oparams
-        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({union}) u WHERE {outside} GROUP BY id) c"
+        matches = weighted_matches("msg", f"{echo_sql(filters)} AND {outside}")
+        params: list[Any] = [[q for q, _ in terms], [w for _, w in terms], *oparams]
+        sql = f"SELECT c.id FROM ({matches}) c"
         if filters.active:
             where, fparams = self.where(filters)
             sql += f" JOIN msg m ON m.id = c.id JOIN session s ON s.id = m.session_id WHERE {where}"

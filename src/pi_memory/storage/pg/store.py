@@ -33,7 +33,7 @@ from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
-from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, without_echoes
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, weighted_matches, without_echoes
 from .vectors import PgVectors
 from .writes import PgWrites, token_count, token_line
 
@@ -542,12 +542,9 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         usable = [(t, w) for t, w in weighted if indexable(t.text)]
         if not usable:
             return []
-        parts, params = [], []
-        for token, weight in usable:
-            query = tsquery([token])
-            parts.append("SELECT id, %s::float8 AS w FROM run WHERE tokens @@ %s::tsquery")
-            params += [weight, query if echoes else without_echoes(query)]
-        sql = f"SELECT c.id FROM (SELECT id, sum(w) AS s FROM ({' UNION ALL '.join(parts)}) u GROUP BY id) c"
+        queries = [tsquery([t]) if echoes else without_echoes(tsquery([t])) for t, _ in usable]
+        params: list[Any] = [queries, [w for _, w in usable]]
+        sql = f"SELECT c.id FROM ({weighted_matches('run')}) c"
         if where[0] != NO_FILTER[0]:
             sql += f" JOIN run r ON r.id = c.id JOIN session s ON s.id = r.session_id WHERE {where[0]}"
             params += list(where[1])
