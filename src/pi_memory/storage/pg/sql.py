@@ -10,7 +10,6 @@ import logging
 from functools import lru_cache
 from typing import Any, TypeVar
 
-from ...core.echo import ECHO_TOKEN
 from ...core.text import QueryToken
 from ...errors import ArchiveError
 
@@ -114,8 +113,3 @@ def weighted_matches(table: str, condition: str = "TRUE") -> str:
         f"CROSS JOIN LATERAL (SELECT id FROM {table} WHERE tokens @@ q.t::tsquery AND {condition}) m "
         "GROUP BY m.id"
     )
-
-
-def without_echoes(query: str) -> str:
-    """A tsquery whose matches that are echoes (`core.echo`) are left out."""
-    return f"({query}) & !'{ECHO_TOKEN}'"

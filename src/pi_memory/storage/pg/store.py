@@ -33,7 +33,7 @@ from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
 from ..usage import UsageStore
 from . import redact
 from .schema import ADMIN_ROLE, CREATE_VERSION_TABLE, IS_WRITER_OR_ADMIN, MIGRATIONS, SCHEMA_VERSION
-from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, weighted_matches, without_echoes
+from .sql import PermissionDenied, driver, indexable, lexeme, pg_sql, pg_text, tsquery, weighted_matches
 from .vectors import PgVectors
 from .writes import PgWrites, token_count, token_line
 
@@ -542,9 +542,8 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         usable = [(t, w) for t, w in weighted if indexable(t.text)]
         if not usable:
             return []
-        queries = [tsquery([t]) if echoes else without_echoes(tsquery([t])) for t, _ in usable]
-        params: list[Any] = [queries, [w for _, w in usable]]
-        sql = f"SELECT c.id FROM ({weighted_matches('run')}) c"
+        params: list[Any] = [[tsquery([t]) for t, _ in usable], [w for _, w in usable]]
+        sql = f"SELECT c.id FROM ({weighted_matches('run', 'TRUE' if echoes else 'NOT echo')}) c"
         if where[0] != NO_FILTER[0]:
             sql += f" JOIN run r ON r.id = c.id JOIN session s ON s.id = r.session_id WHERE {where[0]}"
             params += list(where[1])
@@ -568,7 +567,9 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         walk = self._expected_in_window(usable, all_of) >= RUN_WALK_FROM_EXPECTED * limit
         match = "(r.tokens @@ %s::tsquery) IS TRUE" if walk else "r.tokens @@ %s::tsquery"
         query = tsquery(usable, "&" if all_of else "|")
-        return self._runs_matching(match, query if echoes else without_echoes(query), low, limit, where)
+        if not echoes:  # by the row's flag (m017): the tsquery stays positive, no recheck
+            match += " AND NOT r.echo"
+        return self._runs_matching(match, query, low, limit, where)
 
     # --- lengths for BM25 (`ranking.doc_tokens`), kept at write time as SQLite's FTS5 docsize keeps
     # them: `ntokens` (m012), the number of tokens in the `grams` channel; NULL on rows written
