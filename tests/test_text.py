@@ -4,6 +4,7 @@ from pi_memory.core.text import (
     clip,
     fts_and,
     fts_or,
+    implied_tokens,
     normalize,
     query_phrases_for_snippet,
     query_tokens,
@@ -217,3 +218,21 @@ def test_surface_chars_finds_the_same_characters_in_a_short_query_and_a_long_tex
     short = "燦爛的構造 and 构造"
     long = (short + " ") * (SHORT_TEXT // len(short) + 1)
     assert surface_chars(short) == surface_chars(long) == ["構", "燦", "爛"]
+
+
+def test_an_identifiers_parts_and_a_grams_characters_are_implied_by_it_and_plain_words_are_not():
+    assert implied_tokens(query_tokens("OPENAI_API_KEY config")) == {"openai", "api", "key"}
+    assert implied_tokens(query_tokens("侖嚻 kasenka")) == {"仑", "嚻"}
+    # a word inside another word is not a token of it; two separate words imply nothing
+    assert implied_tokens(query_tokens("dexdex dex")) == set()
+    assert implied_tokens(query_tokens("api key")) == set()
+    # every text holding the implying token holds the implied ones, whatever stands around it
+    for query in ("murranqui_senmiqui_525 config", "侖嚻 響應式"):
+        tokens = query_tokens(query)
+        for text in implied_tokens(tokens):
+            holders = [u for u in tokens if u.text != text and text in tokenize(u.text).chars + tokenize(u.text).grams]
+            assert holders
+            for u in holders:
+                for around in (f"see {u.text}.", f"前{u.text}后", f"{u.text}_v2"):
+                    cut = tokenize(around)
+                    assert text in cut.chars + cut.grams, (around, text)

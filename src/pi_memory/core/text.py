@@ -541,6 +541,20 @@ def query_tokens(query: str) -> list[QueryToken]:
     return out
 
 
+def implied_tokens(tokens: Iterable[QueryToken]) -> set[str]:
+    """The tokens every text holding another of them holds too: the characters of a two-character
+    CJK gram, the parts of an identifier (cutting the other's text yields them). A query for
+    `api_key` asks for `api_key & api & key`, and the rows holding all three are the rows holding
+    `api_key`: a row count that multiplies their shares as if independent is off by the parts'."""
+    tokens = list(tokens)
+    out: set[str] = set()
+    for holder in tokens:
+        cut = tokenize(holder.text)
+        inside = (set(cut.chars) | set(cut.grams)) - {holder.text}
+        out |= {t.text for t in tokens if t.text in inside}
+    return out
+
+
 def surface_tokens(query: str, besides: Iterable[QueryToken] = ()) -> list[QueryToken]:
     """The query's characters typed in a script that folds to another, as `tokenize` indexes them;
     with `besides` (the query's tokens), only those no token of it already spells."""

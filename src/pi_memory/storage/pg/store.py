@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.echo import ECHO_TOKEN
 from ...core.ranking import DF_STALE_GROWTH, spread_ids
-from ...core.text import QueryToken
+from ...core.text import QueryToken, implied_tokens
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
 from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
@@ -602,9 +602,11 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         return [int(r[0]) for r in self.rows(sql, [query, low, *where[1], limit])]
 
     def _expected_in_window(self, tokens: list[QueryToken], all_of: bool = False) -> float:
-        """Runs of the window expected to hold any (every) of the tokens, assuming they occur independently."""
+        """Runs of the window expected to hold any (every) of the tokens, assuming they occur independently,
+        but for the ones another token implies (`implied_tokens`)."""
         runs = max(self.counters().get("run_docs", 0), 1)
-        shares = [min(1.0, self._run_df.get(t.text, 0) / runs) for t in tokens]
+        implied = implied_tokens(tokens) if all_of else set()
+        shares = [min(1.0, self._run_df.get(t.text, 0) / runs) for t in tokens if t.text not in implied]
         share = 1.0
         for x in shares:
             share *= x if all_of else 1.0 - x
