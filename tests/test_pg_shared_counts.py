@@ -179,3 +179,25 @@ def test_a_message_without_its_kept_length_makes_the_searcher_count_the_text(pg_
         assert pg(archive).mean_length("msg", AVG_LEN_SAMPLE) is None
         assert archive.search("Lisbon")[0].text.endswith("moving to Lisbon soon")
     assert ("mean:500", "") not in kept(pg_url)
+
+
+def test_a_fresh_process_asks_for_a_chinese_questions_kept_counts_in_one_round_trip(pg_url: str, monkeypatch):
+    """Each character typed where its script folds (`断`, `题`: `t:断`) is a token of the plan too; they
+    are asked for with the others, not one round trip each (a Chinese question has one for nearly
+    every character)."""
+    query = "nginx 断流 问题"
+    with Archive.open(pg_url) as archive:
+        archive.import_paths([PI_DATA])
+        first = [(h.msg_id, round(h.score, 9)) for h in archive.search(query)]
+    assert first
+    asked: list[list[str]] = []
+    real = PgStore.kept_dfs
+
+    def counted(self: PgStore, table: str, tokens: list[QueryToken], *rest: Any) -> list[int | None]:
+        asked.append([t.text for t in tokens])
+        return real(self, table, tokens, *rest)
+
+    monkeypatch.setattr(PgStore, "kept_dfs", counted)
+    with Archive.open(pg_url) as archive:
+        assert [(h.msg_id, round(h.score, 9)) for h in archive.search(query)] == first
+    assert len(asked) == 1 and {"断", "题"} <= set(asked[0])

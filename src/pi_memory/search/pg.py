@@ -56,6 +56,7 @@ from .messages import (
     QueryPlan,
     Searcher,
     not_among,
+    typed_as_folded,
 )
 from .messages import filter_sql as shared_filter_sql
 from .runs import AVG_LEN_SAMPLE as RUN_AVG_LEN_SAMPLE
@@ -153,7 +154,10 @@ class PgSearcher(Searcher):
         self.df_cache.check(n_docs)
         tokens = query_tokens(query)
         forms = [QueryToken(form, "word") for t in tokens if t.kind == "word" for form in variants(t.text)]
-        self._frequencies(tokens + surface_tokens(query) + forms, n_docs)  # other forms: `form_shares`
+        # and each character as typed where the query's script folds (`t:个`), which the plan asks
+        # for one at a time: a Chinese question has one for nearly every character (each a round trip)
+        typed = [QueryToken(ch, "surface") for ch in typed_as_folded(query, tokens) if len(ch) == 1]
+        self._frequencies(tokens + surface_tokens(query) + forms + typed, n_docs)  # other forms: `form_shares`
         plan = super().plan(query)
         self._df, self._n_docs = plan.df, plan.n_docs
         return plan
