@@ -213,6 +213,26 @@ def test_both_backends_rank_the_same_runs_by_their_summaries(request: pytest.Fix
             assert a == b, query
 
 
+def test_both_backends_number_the_messages_of_an_import_in_the_same_order(
+    request: pytest.FixtureRequest, tmp_path: Path
+):
+    """Message ids follow the files' order on both (the sessions' own ids sort the other way here):
+    the mean length BM25 divides by is sampled by id, and ties go to the newer id."""
+    pg = request.getfixturevalue("pg_url")
+    write_session(tmp_path / "a.jsonl", "ffffffff-0001", "/home/u/one", ["first file, first message", "and a reply"])
+    write_session(tmp_path / "b.jsonl", "00000000-0002", "/home/u/two", ["second file, first message", "a reply"])
+    with Archive.open(tmp_path / "local.db") as lite, Archive.open(pg) as team:
+        lite.import_paths([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+        team.import_paths([tmp_path / "a.jsonl", tmp_path / "b.jsonl"])
+        order = [
+            [(str(s), int(q)) for s, q in archive.store.rows("SELECT session_id, seq FROM msg ORDER BY id")]
+            for archive in (lite, team)
+        ]
+    assert (
+        order[0] == order[1] == [("ffffffff-0001", 1), ("ffffffff-0001", 2), ("00000000-0002", 1), ("00000000-0002", 2)]
+    )
+
+
 def test_both_backends_keep_the_same_lengths_for_ranking(request: pytest.FixtureRequest, tmp_path: Path):
     """The token counts BM25 divides by: SQLite's FTS5 docsize, PostgreSQL's `ntokens` written beside the row."""
     pg = request.getfixturevalue("pg_url")

@@ -180,8 +180,8 @@ class PgWrites:
         completed: set[int] = set()
         sessions_of = Counter(u.session_id for u in units)
         for txn in pack(units):
-            # every writer locks session rows in id order, then the counter row: no lock cycles
-            txn.sort(key=lambda chunk: chunk[0].session_id)
+            # the messages are numbered in the order given, as on SQLite (the mean length's sample and
+            # recency ties read ids); the sessions' rows are locked in id order (`_lock_sessions`)
             result = self._retry(partial(self._write_txn, txn, sessions_of))
             for (unit, chunk, _first, _last), inserted in zip(txn, result.inserted, strict=True):
                 skipped += len(chunk) - len(inserted)
@@ -257,8 +257,9 @@ class PgWrites:
     # --- inside the transaction ------------------------------------------------------
 
     def _lock_sessions(self, txn: list[Chunk]) -> None:
-        """Create or widen the rows of sessions starting here, lock the others' (all in id order)."""
-        rows = [u.row for u, _c, first, _l in txn if first and u.row is not None]
+        """Create or widen the rows of sessions starting here, lock the others' (each in id order: every
+        writer locks session rows so, then the counter row, so no two wait on each other in a cycle)."""
+        rows = sorted((u.row for u, _c, first, _l in txn if first and u.row is not None), key=lambda r: r.id)
         if rows:
             with self.conn.cursor() as cur:
                 cur.executemany(ENSURE_SESSION, [self._session_params(r) for r in rows])
