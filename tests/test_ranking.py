@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from pi_memory.core import ranking
+from pi_memory.core.ranking import candidate_weight
 from pi_memory.core.text import QueryToken, query_tokens
 
 
@@ -82,3 +84,16 @@ def test_a_spread_sample_runs_from_the_first_id_to_near_the_last_evenly() -> Non
     assert ranking.spread_ids(1, 1_000, 4) == [1, 251, 501, 751]
     assert ranking.spread_ids(10, 12, 500) == [10, 11, 12]  # fewer ids than asked: each once
     assert ranking.spread_ids(0, 0, 500) == [0]
+
+
+def test_a_candidates_score_is_the_same_whatever_order_its_terms_are_summed_in():
+    """The database sums a rare-track candidate's term weights in its plan's order; as floats the
+    same six terms give three different sums, and which of many equal candidates made the cut
+    differed between SQLite and PostgreSQL."""
+    weights = [1.8266768581210848, 1.8266768581210848, 0.4804521444023555] + [0.5813501740373986] * 3
+    as_floats = {sum(order, 0.0) for order in itertools.permutations(weights)}
+    as_candidates = {sum(candidate_weight(w) for w in order) for order in itertools.permutations(weights)}
+    assert len(as_floats) > 1
+    assert len(as_candidates) == 1
+    # fine enough to keep every real difference: weights a billionth apart still order
+    assert candidate_weight(0.5813501740373986) > candidate_weight(0.5813501730373986)

@@ -75,6 +75,19 @@ def form_shares(df: dict[str, int], forms_df: dict[str, list[int]], n_docs: int)
     }
 
 
+# A rare-track candidate's score is the sum of its terms' weights, summed by the database in
+# whatever order its plan reads the postings: as floats, two candidates holding the same terms could
+# differ in the last bit (`5.296506208719323` and `...322`), and which of hundreds of equal candidates
+# make the cut then differed between backends and plans. As integers the sums are exact in any
+# order, so equal candidates are equal and the newer one goes first on both.
+CANDIDATE_WEIGHT_SCALE = 10**9
+
+
+def candidate_weight(weight: float) -> int:
+    """A term's weight for the candidate tracks' sums in SQL (exact integer sums)."""
+    return round(weight * CANDIDATE_WEIGHT_SCALE)
+
+
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:
     kind_weight = CHAR_WEIGHT if token.kind in ("char", "surface") else PART_WEIGHT if token.kind == "part" else 1.0
     return kind_weight * idf(df, n_docs)

@@ -45,6 +45,7 @@ from typing import Any
 
 from ..core import ranking, scoring
 from ..core.echo import fts_without_echoes as without_echoes
+from ..core.ranking import candidate_weight
 from ..core.stems import variants
 from ..core.text import (
     QueryToken,
@@ -332,22 +333,28 @@ class Searcher:
         for t in plan.rare:
             table, expr = fts_index(t, filters.include_echoes)
             parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
-            params += [weights[t.text], expr]
+            params += [candidate_weight(weights[t.text]), expr]
             if t.text in as_typed:  # as typed: once more for the messages holding no other spelling
                 others = fts_or([QueryToken(ch, "surface") for ch in plan.exact[t.text]])
                 parts.append(
                     f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "
                     "AND rowid NOT IN (SELECT rowid FROM msg_typed WHERE msg_typed MATCH ?)"
                 )
-                params += [weights[t.text], expr, others]
+                params += [candidate_weight(weights[t.text]), expr, others]
         for text in plan.exact_typed:  # a character typed as a text in the other script holds it
             token = QueryToken(text, "surface")
             parts.append("SELECT rowid AS id, ? AS w FROM msg_typed WHERE msg_typed MATCH ?")
-            params += [weights[text], token.fts() if filters.include_echoes else without_echoes(token.fts())]
+            params += [
+                candidate_weight(weights[text]),
+                token.fts() if filters.include_echoes else without_echoes(token.fts()),
+            ]
         for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
             _table, expr = fts_index(QueryToken(form, "word"), filters.include_echoes)
             parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
-            params += [weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0), expr]
+            params += [
+                candidate_weight(weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0)),
+                expr,
+            ]
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
         outside, oparams = not_among("id", filters.exclude_ids, self.store)

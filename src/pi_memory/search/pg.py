@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core import scoring
+from ..core.ranking import candidate_weight
 from ..core.stems import variants
 from ..core.text import QueryToken, implied_tokens, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery, weighted_matches
@@ -222,7 +223,7 @@ class PgSearcher(Searcher):
             terms.append((tsquery([QueryToken(form, "word")]), weight))
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         matches = weighted_matches("msg", f"{echo_sql(filters)} AND {outside}")
-        params: list[Any] = [[q for q, _ in terms], [w for _, w in terms], *oparams]
+        params: list[Any] = [[q for q, _ in terms], [candidate_weight(w) for _, w in terms], *oparams]
         sql = f"SELECT c.id FROM ({matches}) c"
         if filters.active:
             where, fparams = self.where(filters)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core.echo import fts_without_echoes
-from ..core.ranking import spread_ids
+from ..core.ranking import candidate_weight, spread_ids
 from ..core.text import QueryToken, fts_and, fts_or
 from .codec import LENGTH_CHANNEL, fts5_varints
 from .shared import NO_FILTER, RunFilter
@@ -84,7 +84,7 @@ class RunSummaryIndex:
         parts, params = [], []
         for token, weight in weighted:
             parts.append("SELECT rowid AS id, ? AS w FROM run_fts WHERE run_fts MATCH ?")
-            params += [weight, token.fts() if echoes else fts_without_echoes(token.fts())]
+            params += [candidate_weight(weight), token.fts() if echoes else fts_without_echoes(token.fts())]
         union = " UNION ALL ".join(parts)
         if where[0] == NO_FILTER[0]:
             sql = f"SELECT id FROM ({union}) GROUP BY id ORDER BY sum(w) DESC, id DESC LIMIT ?"

@@ -102,14 +102,15 @@ def pg_sql(sql: str) -> bytes:
 def weighted_matches(table: str, condition: str = "TRUE") -> str:
     """The rows of `table` (`msg`, `run`) matching any of a list of tsqueries, each match worth its
     query's weight, summed per row (`id`, `s`): the rare track's candidates. Its parameters are the
-    tsqueries and their weights as two arrays, then `condition`'s.
+    tsqueries and their weights (`ranking.candidate_weight`: integers) as two arrays, then
+    `condition`'s.
 
     One statement text whatever the number of terms: psycopg prepares it once per connection and
     the server plans it once (a lateral bitmap scan of the GIN index per term). A UNION ALL of one
     part per term was a new statement for every query shape, planned again at each search (300k
     messages, the rare statements of the bench's 24 queries, warm: 320 -> 159 ms in all)."""
     return (
-        "SELECT m.id, sum(q.w) AS s FROM unnest(%s::text[], %s::float8[]) AS q(t, w) "
+        "SELECT m.id, sum(q.w) AS s FROM unnest(%s::text[], %s::bigint[]) AS q(t, w) "
         f"CROSS JOIN LATERAL (SELECT id FROM {table} WHERE tokens @@ q.t::tsquery AND {condition}) m "
         "GROUP BY m.id"
     )

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...core.echo import ECHO_TOKEN
-from ...core.ranking import DF_STALE_GROWTH, spread_ids
+from ...core.ranking import DF_STALE_GROWTH, candidate_weight, spread_ids
 from ...core.text import QueryToken, implied_tokens
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
@@ -542,7 +542,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         usable = [(t, w) for t, w in weighted if indexable(t.text)]
         if not usable:
             return []
-        params: list[Any] = [[tsquery([t]) for t, _ in usable], [w for _, w in usable]]
+        params: list[Any] = [[tsquery([t]) for t, _ in usable], [candidate_weight(w) for _, w in usable]]
         sql = f"SELECT c.id FROM ({weighted_matches('run', 'TRUE' if echoes else 'NOT echo')}) c"
         if where[0] != NO_FILTER[0]:
             sql += f" JOIN run r ON r.id = c.id JOIN session s ON s.id = r.session_id WHERE {where[0]}"
