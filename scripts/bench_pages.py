@@ -40,6 +40,7 @@ WHAT = {
     "import_memory": "peak memory of `pi-memory import` per process (`bench/import_memory.py`)",
     "memory-recall": "questions asked of remembered notes (`memory list QUERY`) against bm25 baselines (`bench/memory_recall.py`)",
     "packed-search": "what packed text costs a search (`bench/packed_search.py`)",
+    "pg_realistic": "the team archive on realistic sessions and natural questions, PostgreSQL beside SQLite (`bench/pg_realistic.py`)",
     "pg_scale": "the scale benchmark on PostgreSQL beside SQLite (`bench/pg_scale.py`)",
     "pg_shards": "sharding the team archive by workspace, simulated on one server (`bench/pg_shards.py`)",
     "pg_scale_reuse": "the queries of `bench/pg_scale.py` again on its archives, both backends alternated, with a server setting changed (`--reuse`)",
