@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -38,13 +37,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import git_commit, machine_speed_s  # noqa: E402
-from pg_scale import fresh_pg_schema, server_settings  # noqa: E402
+from common import git_commit  # noqa: E402
+from pg_scale import about, fresh_pg_schema, write  # noqa: E402
 from realistic import SessionWriter, load_pools  # noqa: E402
 from search_bench import query_mix  # noqa: E402
 
 from pi_memory import Archive  # noqa: E402
-from pi_memory.storage.pg import redact  # noqa: E402
 
 # What a PostgreSQL search's statements do, by the first words of their SQL
 STATEMENTS = {
@@ -234,22 +232,12 @@ def main() -> None:
     out = {
         "benchmark": "pg_realistic",
         "commit": commit,
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "system": platform.platform(),
-            "python_loop_2m_s": machine_speed_s(),
-            "load_average": [round(x, 2) for x in os.getloadavg()],
-        },
-        "pg": redact(args.pg),
-        "server": server_settings(args.pg),
+        **about(args),
         "args": {"messages": args.messages, "questions": args.questions, "seed": args.seed},
         "results": results,
         "table": text.splitlines(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    write(args.out, out)
 
 
 if __name__ == "__main__":

@@ -234,6 +234,34 @@ def typed_as_folded(query: str, tokens: list[QueryToken]) -> dict[str, tuple[str
     return out
 
 
+@dataclass(frozen=True)
+class RareTerm:
+    """One term of the rare track: the messages holding `token` (and, with `unless_typed`, none of
+    those characters as typed) are candidates worth `weight` (`ranking.candidate_weight`) each."""
+
+    token: QueryToken
+    weight: int
+    unless_typed: tuple[str, ...] = ()
+
+
+def rare_terms(plan: QueryPlan, weights: dict[str, float]) -> list[RareTerm]:
+    """The rare track's terms, as both backends read them: each rare token; a short query's token
+    once more for the messages holding it in no other spelling (as typed first); a character typed
+    as a text in the other script holds it; another form of a rare word at its share of the weight."""
+    as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
+    terms: list[RareTerm] = []
+    for t in plan.rare:
+        terms.append(RareTerm(t, candidate_weight(weights[t.text])))
+        if t.text in as_typed:
+            terms.append(RareTerm(t, candidate_weight(weights[t.text]), plan.exact[t.text]))
+    for text in plan.exact_typed:
+        terms.append(RareTerm(QueryToken(text, "surface"), candidate_weight(weights[text])))
+    for form, word in plan.variants.items():
+        weight = weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0)
+        terms.append(RareTerm(QueryToken(form, "word"), candidate_weight(weight)))
+    return terms
+
+
 def fts_index(token: QueryToken, include_echoes: bool = True) -> tuple[str, str]:
     """The FTS5 table that holds a token and the expression that finds it there (echoes left out
     unless included)."""
@@ -329,32 +357,14 @@ class Searcher:
         if not plan.rare and not plan.exact_typed:
             return []
         parts, params = [], []
-        as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
-        for t in plan.rare:
-            table, expr = fts_index(t, filters.include_echoes)
-            parts.append(f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?")
-            params += [candidate_weight(weights[t.text]), expr]
-            if t.text in as_typed:  # as typed: once more for the messages holding no other spelling
-                others = fts_or([QueryToken(ch, "surface") for ch in plan.exact[t.text]])
-                parts.append(
-                    f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ? "
-                    "AND rowid NOT IN (SELECT rowid FROM msg_typed WHERE msg_typed MATCH ?)"
-                )
-                params += [candidate_weight(weights[t.text]), expr, others]
-        for text in plan.exact_typed:  # a character typed as a text in the other script holds it
-            token = QueryToken(text, "surface")
-            parts.append("SELECT rowid AS id, ? AS w FROM msg_typed WHERE msg_typed MATCH ?")
-            params += [
-                candidate_weight(weights[text]),
-                token.fts() if filters.include_echoes else without_echoes(token.fts()),
-            ]
-        for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
-            _table, expr = fts_index(QueryToken(form, "word"), filters.include_echoes)
-            parts.append("SELECT rowid AS id, ? AS w FROM msg_fts WHERE msg_fts MATCH ?")
-            params += [
-                candidate_weight(weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0)),
-                expr,
-            ]
+        for term in rare_terms(plan, weights):
+            table, expr = fts_index(term.token, filters.include_echoes)
+            part = f"SELECT rowid AS id, ? AS w FROM {table} WHERE {table} MATCH ?"
+            params += [term.weight, expr]
+            if term.unless_typed:
+                part += " AND rowid NOT IN (SELECT rowid FROM msg_typed WHERE msg_typed MATCH ?)"
+                params.append(fts_or([QueryToken(ch, "surface") for ch in term.unless_typed]))
+            parts.append(part)
         union = " UNION ALL ".join(parts)
         where, fparams = self.where(filters)
         outside, oparams = not_among("id", filters.exclude_ids, self.store)

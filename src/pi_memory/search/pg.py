@@ -38,8 +38,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from ..core import scoring
-from ..core.ranking import candidate_weight
 from ..core.stems import variants
 from ..core.text import QueryToken, implied_tokens, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery, weighted_matches
@@ -48,7 +46,6 @@ from .messages import (
     AVG_LEN_SAMPLE,
     DF_EXACT_CAP,
     DF_WINDOW,
-    EXACT_PARTS_TOKENS,
     RARE_POSTINGS_BUDGET,
     RECENT_CANDIDATES,
     RECENT_WINDOW,
@@ -57,6 +54,7 @@ from .messages import (
     QueryPlan,
     Searcher,
     not_among,
+    rare_terms,
     typed_as_folded,
 )
 from .messages import filter_sql as shared_filter_sql
@@ -209,21 +207,16 @@ class PgSearcher(Searcher):
     def _rare_candidates(self, plan: QueryPlan, weights: dict[str, float], filters: Filters) -> list[int]:
         if not plan.rare and not plan.exact_typed:
             return []
-        terms: list[tuple[str, float]] = []  # (tsquery, weight): a row's weight is the sum of its terms'
-        as_typed = [t.text for t in plan.rare if t.text in plan.exact] if len(plan.tokens) <= EXACT_PARTS_TOKENS else []
-        for t in plan.rare:
-            terms.append((tsquery([t]), weights[t.text]))
-            if t.text in as_typed:  # as typed: once more for the rows holding no other spelling
-                others = tsquery([QueryToken(ch, "surface") for ch in plan.exact[t.text]], "|")
-                terms.append((f"{tsquery([t])} & !({others})", weights[t.text]))
-        for text in plan.exact_typed:  # a character typed as a text in the other script holds it
-            terms.append((tsquery([QueryToken(text, "surface")]), weights[text]))
-        for form, word in plan.variants.items():  # another form of a rare word: its share of the weight
-            weight = weights[word] * scoring.STEM_ONLY_WEIGHT * plan.form_shares.get(word, 1.0)
-            terms.append((tsquery([QueryToken(form, "word")]), weight))
+        terms = rare_terms(plan, weights)
+        queries = []
+        for term in terms:  # as typed: none of the other spellings as typed (`t:` lexemes)
+            query = tsquery([term.token])
+            if term.unless_typed:
+                query += f" & !({tsquery([QueryToken(ch, 'surface') for ch in term.unless_typed], '|')})"
+            queries.append(query)
         outside, oparams = not_among("id", filters.exclude_ids, cast("Store", self.pg))
         matches = weighted_matches("msg", f"{echo_sql(filters)} AND {outside}")
-        params: list[Any] = [[q for q, _ in terms], [candidate_weight(w) for _, w in terms], *oparams]
+        params: list[Any] = [queries, [term.weight for term in terms], *oparams]
         sql = f"SELECT c.id FROM ({matches}) c"
         if filters.active:
             where, fparams = self.where(filters)
