@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
+import pytest
+
 from pi_memory.core import ranking
 from pi_memory.core.ranking import candidate_weight
 from pi_memory.core.text import QueryToken, query_tokens
@@ -97,3 +99,15 @@ def test_a_candidates_score_is_the_same_whatever_order_its_terms_are_summed_in()
     assert len(as_candidates) == 1
     # fine enough to keep every real difference: weights a billionth apart still order
     assert candidate_weight(0.5813501740373986) > candidate_weight(0.5813501730373986)
+
+
+def test_rows_expected_to_hold_an_identifier_and_its_parts_are_the_identifiers_rows():
+    tokens = query_tokens("murranqui_senmiqui_525")  # the identifier and its three parts
+    df = {"murranqui_senmiqui_525": 4545, "murranqui": 4600, "senmiqui": 4818, "525": 4652}
+    # every row holding the identifier holds its parts: not 200,000 * (1.5%)^4, nearly none
+    assert ranking.expected_matches(tokens, df, 300_000, 200_000, all_of=True) == pytest.approx(3030)
+    # any of them: the parts count as themselves
+    words = query_tokens("dexdex kasenka")
+    either = ranking.expected_matches(words, {"dexdex": 100, "kasenka": 100}, 1000, 1000, all_of=False)
+    assert either == pytest.approx(1000 * (1 - 0.9 * 0.9))
+    assert ranking.expected_matches(words, {}, 0, 1000, all_of=True) == 0.0

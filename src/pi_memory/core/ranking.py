@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .text import QueryToken, is_cjk, tokenize
+from .text import QueryToken, implied_tokens, is_cjk, tokenize
 
 K1 = 1.2  # term-frequency saturation, the usual BM25 value
 B = 0.75  # length normalization, the usual BM25 value
@@ -86,6 +86,21 @@ CANDIDATE_WEIGHT_SCALE = 10**9
 def candidate_weight(weight: float) -> int:
     """A term's weight for the candidate tracks' sums in SQL (exact integer sums)."""
     return round(weight * CANDIDATE_WEIGHT_SCALE)
+
+
+def expected_matches(tokens: list[QueryToken], df: dict[str, int], n_docs: int, rows: int, all_of: bool) -> float:
+    """Of `rows` rows, how many are expected to hold every (`all_of`) or any of the tokens, each in
+    its share `df / n_docs` of rows, independently but for the ones another token implies
+    (`text.implied_tokens`: all of `api_key api key` is `api_key`). The team archive's recent
+    tracks choose between walking the newest rows and reading the index by it."""
+    n = max(n_docs, 1)
+    implied = implied_tokens(tokens) if all_of else set()
+    share = 1.0
+    for t in tokens:
+        if t.text not in implied:
+            x = min(1.0, df.get(t.text, 0) / n)
+            share *= x if all_of else 1.0 - x
+    return rows * (share if all_of else 1.0 - share)
 
 
 def token_weight(token: QueryToken, df: int, n_docs: int) -> float:

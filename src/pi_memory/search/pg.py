@@ -38,8 +38,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core import ranking
 from ..core.stems import variants
-from ..core.text import QueryToken, implied_tokens, query_tokens, surface_tokens
+from ..core.text import QueryToken, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery, weighted_matches
 from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
@@ -245,15 +246,8 @@ class PgSearcher(Searcher):
         return [int(r[0]) for r in self.pg.rows(sql, [query, low] + oparams + fparams + [limit])]
 
     def _expected_in_window(self, anchors: list[QueryToken], use_or: bool) -> float:
-        """Rows of the window expected to hold the anchors, assuming tokens occur independently, but
-        for the ones another anchor implies (`implied_tokens`: all of `api_key api key` is `api_key`)."""
-        n = max(self._n_docs, 1)
-        implied = set() if use_or else implied_tokens(anchors)
-        shares = [min(1.0, self._df.get(t.text, 0) / n) for t in anchors if t.text not in implied]
-        share = 1.0
-        for x in shares:
-            share *= (1.0 - x) if use_or else x
-        return PG_RECENT_WINDOW * ((1.0 - share) if use_or else share)
+        """Rows of the window expected to hold the anchors (`ranking.expected_matches`)."""
+        return ranking.expected_matches(anchors, self._df, self._n_docs, PG_RECENT_WINDOW, all_of=not use_or)
 
 
 class PgRunSearcher(RunSearcher):

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...core.echo import ECHO_TOKEN
-from ...core.ranking import DF_STALE_GROWTH, candidate_weight, spread_ids
-from ...core.text import QueryToken, implied_tokens
+from ...core.ranking import DF_STALE_GROWTH, candidate_weight, expected_matches, spread_ids
+from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
 from ..store import NO_FILTER, RunFilter, SessionRow, SharedSql
@@ -602,15 +602,9 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         return [int(r[0]) for r in self.rows(sql, [query, low, *where[1], limit])]
 
     def _expected_in_window(self, tokens: list[QueryToken], all_of: bool = False) -> float:
-        """Runs of the window expected to hold any (every) of the tokens, assuming they occur independently,
-        but for the ones another token implies (`implied_tokens`)."""
-        runs = max(self.counters().get("run_docs", 0), 1)
-        implied = implied_tokens(tokens) if all_of else set()
-        shares = [min(1.0, self._run_df.get(t.text, 0) / runs) for t in tokens if t.text not in implied]
-        share = 1.0
-        for x in shares:
-            share *= x if all_of else 1.0 - x
-        return min(runs, RUN_WINDOW) * (share if all_of else 1.0 - share)
+        """Runs of the window expected to hold any (every) of the tokens (`ranking.expected_matches`)."""
+        runs = self.counters().get("run_docs", 0)
+        return expected_matches(tokens, self._run_df, runs, min(max(runs, 1), RUN_WINDOW), all_of)
 
     # --- after-write hooks (runs), as on the SQLite store ------------------------------------
 
