@@ -40,6 +40,10 @@ COVERAGE_FLOOR = 0.7
 # A document frequency, once counted, is used until the archive's size moves by more than this
 # share (a process's cache, `search.common.DfCache`; the team archive's shared counts, m016).
 DF_STALE_GROWTH = 0.02
+# A message token's document frequency is counted exactly up to here; above, it is its density among
+# the newest `DF_WINDOW` ids scaled to the archive (both backends, `search.messages.Searcher`)
+DF_EXACT_CAP = 5_000
+DF_WINDOW = 10_000
 
 IDF_PLUS_ONE = 0  # 1: Lucene's log(1 + x), never zero; 0: Robertson's log(x) floored, as FTS5
 IDF_FLOOR = 1e-6

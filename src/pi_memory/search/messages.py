@@ -45,7 +45,7 @@ from typing import Any
 
 from ..core import ranking, scoring
 from ..core.echo import fts_without_echoes as without_echoes
-from ..core.ranking import candidate_weight
+from ..core.ranking import DF_EXACT_CAP, DF_WINDOW, candidate_weight
 from ..core.stems import variants
 from ..core.text import (
     QueryToken,
@@ -64,8 +64,6 @@ from ..storage.store import Store, decode_text
 from . import runs as runsearch
 from .common import DfCache, rarest_within
 
-DF_EXACT_CAP = 5_000  # count postings exactly up to here, estimate above
-DF_WINDOW = 10_000  # newest rowids used to estimate the df of a very common token
 RARE_POSTINGS_BUDGET = 3_000  # postings read in full per query (rare track)
 # best rare-track candidates kept for exact scoring (40 before: the same quality, bench/quality.py)
 RARE_CANDIDATES = 30

@@ -39,14 +39,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..core import ranking
+from ..core.ranking import DF_EXACT_CAP, DF_WINDOW
 from ..core.stems import variants
 from ..core.text import QueryToken, query_tokens, surface_tokens
 from ..storage.pg.sql import indexable, lexeme, tsquery, weighted_matches
 from ..storage.pg.store import SURELY_PAST_CAP
 from .messages import (
     AVG_LEN_SAMPLE,
-    DF_EXACT_CAP,
-    DF_WINDOW,
     RARE_POSTINGS_BUDGET,
     RECENT_CANDIDATES,
     RECENT_WINDOW,

@@ -47,9 +47,15 @@ def watch(ctx: click.Context, paths: tuple[Path, ...], agent: str | None) -> Non
         raise click.ClickException("watching needs the watch extra: pip install 'pi-memory[watch]'") from None
     with open_archive(ctx) as archive:
         roots = list(paths) or archive.session_roots(agent, existing=False)
-        # with the semantic extra, what is new is embedded between file events (one core, small
-        # batches); a team archive's server without pgvector is said once
-        failed = follow(archive.follower(), roots, say_err, idle=lambda: archive.embed_when_idle(say_err))
+
+        def when_idle() -> bool:
+            # the archive's idle work (a team archive's word counts, on its server), then, with the
+            # semantic extra, what is new is embedded between file events (one core, small batches);
+            # a team archive's server without pgvector is said once
+            archive.checkpoint()
+            return archive.embed_when_idle(say_err)
+
+        failed = follow(archive.follower(), roots, say_err, idle=when_idle)
     if failed:
         say_err(f"{len(failed)} file(s) could not be read or had bad lines: {', '.join(sorted(failed))}")
         ctx.exit(1)

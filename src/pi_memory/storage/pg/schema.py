@@ -864,6 +864,258 @@ MIGRATIONS.append(
     )
 )
 
+# Every message's words counted once, then kept up to date from the rows added since
+# (docs/team-archive.md, "Every count kept, up to a mark"). A document frequency is a heap page per
+# posting on this server (up to the 5,000 of the cap), so counting a word nobody asked about before
+# was half of a long-lived searcher's time on realistic questions; m016 kept a count only until the
+# archive grew 2%. Now a count is kept with the newest message id it covers (`at_id`) and the
+# generation of the archive's tokens (`counter.token_generation`), and brought up to date by counting
+# only the rows after `at_id`: a walk along the newest ids, or the word's postings past `at_id`.
+# That is exact because
+# - a writer takes the counter row's lock before its messages get their ids and holds it until it
+#   commits (`PgWrites._write_txn`): ids are given in commit order, so every row up to the newest
+#   id a statement sees is committed and visible to every later statement;
+# - a message's tokens never change once written, but for the echo lexeme (never kept); a delete
+#   (`forget`) or any other change of its tokens moves the generation (triggers below), and a count
+#   of another generation is no count.
+# `pi_memory_count_words` (a bridge or `watch` at idle, on a connection of its own) counts every word
+# of the rows up to a mark in one statement and moves the mark on later: a word with no kept count
+# then has none in the rows up to the mark. Counts it makes follow the mark (`at_id` NULL); a
+# search that brings one up to date keeps its own `at_id`. Searches never wait for it: while it
+# runs they keep nothing (its advisory lock), and it never starts while one is keeping.
+MSG_COUNT_WALK = 10_000  # a kept count behind by at most this many ids is brought up in one walk
+QUOTED_LEXEME = "'''' || replace(replace(l, E'\\\\', E'\\\\\\\\'), '''', '''''') || ''''"  # `sql.tsquery`'s text
+MIGRATIONS.append(
+    (
+        "m018_counts_up_to_a_mark",
+        f"""
+        ALTER TABLE counter ADD COLUMN IF NOT EXISTS token_generation bigint NOT NULL DEFAULT 0;
+        TRUNCATE token_df;
+        ALTER TABLE token_df ADD COLUMN IF NOT EXISTS at_id bigint, ADD COLUMN IF NOT EXISTS gen bigint;
+        DO $outer$ BEGIN
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_tokens_changed() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+              SET search_path = %I, pg_temp AS
+            $body$ BEGIN
+              UPDATE counter SET token_generation = token_generation + 1;
+              RETURN NULL;
+            END $body$
+          $fn$, current_schema());
+          -- keep a count of `msg` up to date at p_top (skipped, never waited for, as `pi_memory_keep`)
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_keep_count(p_lexeme text, p_cap integer, p_value bigint, p_docs bigint,
+                                                 p_top bigint, p_gen bigint)
+              RETURNS void LANGUAGE plpgsql SET search_path = %I, pg_temp SET jit = off AS
+            $body$ BEGIN
+              IF current_setting('transaction_read_only') = 'on'
+                 OR NOT pg_try_advisory_xact_lock_shared(hashtext('pi_memory.count_words'), hashtext(current_schema()))
+                 OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.token_df'),
+                                                  hashtext('msg' || 'count:' || p_cap || p_lexeme)) THEN
+                RETURN;
+              END IF;
+              INSERT INTO token_df VALUES ('msg', 'count:' || p_cap, p_lexeme, p_value, p_docs, p_top, p_gen)
+                ON CONFLICT (tab, how, lexeme) DO UPDATE
+                  SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs, at_id = EXCLUDED.at_id, gen = EXCLUDED.gen
+                  WHERE coalesce(token_df.gen, -1) < EXCLUDED.gen
+                     OR (token_df.gen = EXCLUDED.gen AND coalesce(token_df.at_id, -1) < EXCLUDED.at_id);
+            END $body$
+          $fn$, current_schema());
+          -- rows of `msg` holding each lexeme (a tsquery text), counted up to p_cap + 1, from what is
+          -- kept, brought up to date from the rows after it (those behind by at most p_walk ids in
+          -- one walk of the newest rows, the others by their postings); NULL where nothing is kept,
+          -- unless p_count (then counted in full and kept)
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_msg_counts(p_lexemes text[], p_cap integer, p_count boolean, p_walk integer)
+              RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
+            $body$ DECLARE
+              v_how text := 'count:' || p_cap;
+              top bigint;
+              g bigint;
+              docs bigint;
+              mark bigint;
+              vals bigint[];
+              ats bigint[];
+              gens bigint[];
+              out bigint[] := '{{}}';
+              walk_k integer[] := '{{}}';
+              counts bigint[];
+              v bigint;
+              a bigint;
+              n bigint;
+            BEGIN
+              IF cardinality(p_lexemes) = 0 THEN RETURN out; END IF;
+              -- one statement, one snapshot: the newest id, the generation, the mark and the kept counts
+              SELECT (SELECT coalesce(max(id), 0) FROM msg), c.token_generation, c.indexed_docs,
+                     (SELECT k.at_id FROM token_df k WHERE k.tab = 'msg' AND k.how = 'mark:' || p_cap
+                        AND k.lexeme = '' AND k.gen = c.token_generation),
+                     array_agg(e.value::bigint ORDER BY u.k), array_agg(e.at_id ORDER BY u.k),
+                     array_agg(coalesce(e.gen, -1) ORDER BY u.k)
+                INTO top, g, docs, mark, vals, ats, gens
+                FROM counter c CROSS JOIN unnest(p_lexemes) WITH ORDINALITY AS u(q, k)
+                LEFT JOIN token_df e ON e.tab = 'msg' AND e.how = v_how AND e.lexeme = u.q
+                GROUP BY c.token_generation, c.indexed_docs;
+              FOR i IN 1 .. cardinality(p_lexemes) LOOP
+                v := vals[i];
+                a := coalesce(ats[i], mark);
+                IF v IS NOT NULL AND (gens[i] <> g OR a IS NULL) THEN
+                  v := NULL;  -- another generation's, or following a mark of another generation
+                ELSIF v IS NULL AND mark IS NOT NULL THEN
+                  v := 0;  -- nothing kept after a pass: none in the rows up to the mark
+                  a := mark;
+                END IF;
+                IF p_lexemes[i] = $q$'{ECHO_TOKEN}'$q$ OR v IS NULL THEN
+                  v := NULL;
+                ELSIF v > p_cap OR a >= top THEN
+                  NULL;  -- past the cap for good (within a generation rows are only added), or up to date
+                ELSIF top - a <= p_walk THEN
+                  walk_k := walk_k || i;
+                ELSE  -- far behind: the word's postings after `a`
+                  EXECUTE 'SELECT count(*) FROM (SELECT FROM msg WHERE tokens @@ $1::tsquery AND id > $2 AND id <= $3 LIMIT $4) c'
+                    INTO n USING p_lexemes[i], a, top, p_cap + 1 - v;
+                  v := v + n;
+                  PERFORM pi_memory_keep_count(p_lexemes[i], p_cap, v, docs, top, g);
+                END IF;
+                out := out || v;
+                ats[i] := a;
+              END LOOP;
+              IF cardinality(walk_k) > 0 THEN  -- the newest rows read once, every word behind tested on each
+                EXECUTE format('SELECT ARRAY[%%s]::bigint[] FROM msg WHERE id > $1 AND id <= $2',
+                  (SELECT string_agg(format('count(*) FILTER (WHERE id > %%s AND tokens @@ %%L::tsquery)',
+                                            ats[k], p_lexemes[k]), ', ' ORDER BY k)
+                     FROM unnest(walk_k) k))
+                  INTO counts USING (SELECT min(ats[k]) FROM unnest(walk_k) k), top;
+                FOR j IN 1 .. cardinality(walk_k) LOOP
+                  out[walk_k[j]] := least(out[walk_k[j]] + counts[j], p_cap + 1);
+                  PERFORM pi_memory_keep_count(p_lexemes[walk_k[j]], p_cap, out[walk_k[j]], docs, top, g);
+                END LOOP;
+              END IF;
+              IF p_count THEN  -- nothing kept: counted in full, the rows up to the same newest id
+                FOR i IN 1 .. cardinality(p_lexemes) LOOP
+                  IF out[i] IS NULL THEN
+                    EXECUTE 'SELECT count(*) FROM (SELECT FROM msg WHERE tokens @@ $1::tsquery AND id <= $2 LIMIT $3) c'
+                      INTO n USING p_lexemes[i], top, p_cap + 1;
+                    out[i] := n;
+                    IF p_lexemes[i] <> $q$'{ECHO_TOKEN}'$q$ THEN
+                      PERFORM pi_memory_keep_count(p_lexemes[i], p_cap, n, docs, top, g);
+                    END IF;
+                  END IF;
+                END LOOP;
+              END IF;
+              RETURN out;
+            END $body$
+          $fn$, current_schema());
+          -- counts of `msg` as above; of `run` (whose summaries are rewritten as runs grow) as m016
+          -- keeps them, while the archive is within p_stale of its size
+          EXECUTE format($fn$
+            CREATE OR REPLACE FUNCTION pi_memory_capped_counts(p_tab text, p_lexemes text[], p_cap integer, p_stale float8)
+              RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
+            $body$ DECLARE
+              docs bigint := pi_memory_docs(p_tab);
+              how text := 'count:' || p_cap;
+              out bigint[] := '{{}}';
+              q text;
+              n bigint;
+            BEGIN
+              IF p_tab = 'msg' THEN RETURN pi_memory_msg_counts(p_lexemes, p_cap, true, {MSG_COUNT_WALK}); END IF;
+              IF p_tab <> 'run' THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
+              FOREACH q IN ARRAY p_lexemes LOOP
+                n := pi_memory_kept(p_tab, how, q, docs, p_stale);
+                IF n IS NULL THEN
+                  SELECT count(*) INTO n FROM (SELECT FROM run WHERE tokens @@ q::tsquery LIMIT p_cap + 1) c;
+                  PERFORM pi_memory_keep(p_tab, how, q, n, docs);
+                END IF;
+                out := out || n;
+              END LOOP;
+              RETURN out;
+            END $body$
+          $fn$, current_schema());
+          EXECUTE format($fn$
+            CREATE OR REPLACE FUNCTION pi_memory_kept_dfs(p_tab text, p_lexemes text[], p_cap integer, p_window integer,
+                                                          p_floor bigint, p_stale float8)
+              RETURNS bigint[] LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
+            $body$ DECLARE
+              docs bigint := pi_memory_docs(p_tab);
+              counts bigint[];
+            BEGIN
+              IF p_tab = 'msg' THEN
+                counts := pi_memory_msg_counts(p_lexemes, p_cap, false, {MSG_COUNT_WALK});
+              ELSE
+                SELECT coalesce(array_agg(pi_memory_kept(p_tab, 'count:' || p_cap, u.q, docs, p_stale) ORDER BY u.k), '{{}}')
+                  INTO counts FROM unnest(p_lexemes) WITH ORDINALITY AS u(q, k);
+              END IF;
+              RETURN (SELECT coalesce(array_agg(CASE WHEN c.n <= p_cap THEN c.n
+                        ELSE pi_memory_kept(p_tab, 'window:' || p_window || ':' || p_floor, p_lexemes[c.k], docs, p_stale)
+                        END ORDER BY c.k), '{{}}')::bigint[]
+                      FROM unnest(counts) WITH ORDINALITY AS c(n, k));
+            END $body$
+          $fn$, current_schema());
+          -- every word of the rows after the mark counted in one statement and the mark moved to the
+          -- newest id (the first time, or in another generation: every row, from nothing), once at
+          -- least p_min_rows were added; the estimates of the words past the cap made as
+          -- `pi_memory_window_dfs` makes them. The words counted; -1 when the lock is taken.
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_count_words(p_cap integer, p_window integer, p_floor bigint, p_min_rows integer)
+              RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off
+              SET work_mem = '256MB' AS
+            $body$ DECLARE
+              v_how text := 'count:' || p_cap;
+              v_mark text := 'mark:' || p_cap;
+              top bigint;
+              g bigint;
+              docs bigint;
+              mark bigint;
+              low bigint;
+              in_window bigint;
+              words bigint;
+            BEGIN
+              IF current_setting('transaction_read_only') = 'on'
+                 OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.count_words'), hashtext(current_schema())) THEN
+                RETURN -1;
+              END IF;
+              SELECT (SELECT coalesce(max(id), 0) FROM msg), c.token_generation, c.indexed_docs,
+                     (SELECT k.at_id FROM token_df k WHERE k.tab = 'msg' AND k.how = v_mark AND k.lexeme = ''
+                        AND k.gen = c.token_generation)
+                INTO top, g, docs, mark FROM counter c;
+              IF mark IS NOT NULL AND top - mark < p_min_rows THEN RETURN 0; END IF;
+              IF mark IS NULL THEN
+                DELETE FROM token_df WHERE tab = 'msg' AND how IN (v_how, v_mark);
+              END IF;
+              INSERT INTO token_df
+                SELECT 'msg', v_how, {QUOTED_LEXEME}, least(count(*), p_cap + 1), docs, NULL, g
+                FROM msg, unnest(tsvector_to_array(tokens)) AS l
+                WHERE id > coalesce(mark, 0) AND id <= top AND l <> '{ECHO_TOKEN}'
+                GROUP BY l
+              ON CONFLICT (tab, how, lexeme) DO UPDATE
+                SET value = least(token_df.value + EXCLUDED.value, p_cap + 1)
+                WHERE token_df.at_id IS NULL AND token_df.gen = EXCLUDED.gen;
+              GET DIAGNOSTICS words = ROW_COUNT;
+              low := greatest(0, top - p_window);
+              in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
+              INSERT INTO token_df
+                SELECT 'msg', 'window:' || p_window || ':' || p_floor, k.lexeme,
+                       greatest(p_floor, least(docs, trunc(docs::float8 * coalesce(w.n, 0) / in_window))), docs, NULL, NULL
+                FROM token_df k
+                LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
+                           FROM msg, unnest(tsvector_to_array(tokens)) AS l WHERE id > low AND id <= top GROUP BY l) w
+                  ON w.lexeme = k.lexeme
+                WHERE k.tab = 'msg' AND k.how = v_how AND k.value > p_cap AND k.gen = g
+              ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+              INSERT INTO token_df VALUES ('msg', v_mark, '', top, docs, top, g)
+                ON CONFLICT (tab, how, lexeme) DO UPDATE
+                  SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs, at_id = EXCLUDED.at_id, gen = EXCLUDED.gen;
+              RETURN words;
+            END $body$
+          $fn$, current_schema());
+        END $outer$;
+        CREATE TRIGGER msg_forgotten AFTER DELETE ON msg FOR EACH STATEMENT
+          EXECUTE FUNCTION pi_memory_tokens_changed();
+        CREATE TRIGGER msg_tokens_changed AFTER UPDATE OF tokens ON msg FOR EACH ROW
+          WHEN (ts_delete(OLD.tokens, '{ECHO_TOKEN}') IS DISTINCT FROM ts_delete(NEW.tokens, '{ECHO_TOKEN}'))
+          EXECUTE FUNCTION pi_memory_tokens_changed();
+        """,
+    )
+)
+
 SCHEMA_VERSION = len(MIGRATIONS)
 
 CREATE_VERSION_TABLE = """

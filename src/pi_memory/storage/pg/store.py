@@ -7,8 +7,9 @@ A message is new when its `(session_id, hash)` is; `INSERT ... ON CONFLICT DO
 NOTHING` makes any replay harmless. The session row is locked (`FOR UPDATE`,
 or the upsert's own lock) before seqs are allocated, so concurrent writers to
 one session never share a seq, and writers to different sessions never wait
-for each other except on the one-row counter, updated last so its lock is held
-only until commit.
+for each other except on the one-row counter, locked before the messages get
+their ids (ids in commit order: the word counts kept up to an id stay exact, m018)
+and updated last.
 
 Credentials come from the URL or the standard libpq environment (PGPASSWORD,
 ~/.pgpass, PGSERVICE ...); error messages pass through `redact` and never show
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ...core.echo import ECHO_TOKEN
-from ...core.ranking import DF_STALE_GROWTH, candidate_weight, expected_matches, spread_ids
+from ...core.ranking import DF_EXACT_CAP, DF_STALE_GROWTH, DF_WINDOW, candidate_weight, expected_matches, spread_ids
 from ...core.text import QueryToken
 from ...errors import ArchiveError, NotFound
 from ..echoes import EchoMarks
@@ -55,6 +57,9 @@ RUN_WALK_FROM_EXPECTED = 4  # x limit: expected matches in the window above whic
 # for certain: its exact count (a heap page a posting, thousands) is skipped, its estimate is made
 # as for any token past the cap. Closer to the cap, the sample's error could put it on either side.
 SURELY_PAST_CAP = 2.0
+# The idle word count (`count_words`) runs once this many messages were added since the last: a
+# search brings a kept count up to date by walking the rows after it, one walk for all its words
+COUNT_WORDS_EVERY = 5_000
 # A search's settings, the counters and the newest message id, in one statement (`searching`): token
 # lookups go through the GIN indexes (a planner without fresh statistics may otherwise scan the table,
 # whose cost grows with the archive); no parallel workers (starting two cost more than the few
@@ -73,6 +78,70 @@ COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 
 
+COUNT_WORDS = "SELECT pi_memory_count_words(%s, %s, %s, %s)"
+COUNT_WORDS_ARGS = (DF_EXACT_CAP, DF_WINDOW, DF_EXACT_CAP + 1)  # the searchers' cap, window and floor
+
+
+class IdleWordCount:
+    """`PgStore.count_words` from idle moments, on a thread and a connection of its own: the caller
+    never waits (a first count of a large archive takes tens of seconds on the server), and it is
+    tried at most every `RECHECK_S`. A failure is kept in `error` and never raised: searches then
+    count as they did before (nothing kept is ever wrong, only missing)."""
+
+    RECHECK_S = 60.0
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.words: int | None = None  # the last count's answer (`count_words`)
+        self.error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._last = float("-inf")
+
+    def poke(self, now: float | None = None) -> bool:
+        """Start a count unless one is running or one started within `RECHECK_S`; whether one started."""
+        now = time.monotonic() if now is None else now
+        busy = self._thread is not None and self._thread.is_alive()
+        if busy or self._stopping or now - self._last < self.RECHECK_S:
+            return False
+        self._last = now
+        self._thread = threading.Thread(target=self._run, name="pi-memory-count", daemon=True)
+        self._thread.start()
+        return True
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def stop(self) -> None:
+        """Cancel a count under way (it is one transaction: nothing of it is kept) and wait for its
+        thread: closing the archive never waits for the server to finish counting."""
+        self._stopping = True
+        while self._thread is not None and self._thread.is_alive():
+            conn = self._conn
+            if conn is not None:
+                try:
+                    conn.cancel()
+                except Exception:  # already finished, or the server gone: the thread ends either way
+                    pass
+            self._thread.join(0.05)
+
+    _conn: Any = None  # the counting connection while a count runs
+    _stopping = False
+
+    def _run(self) -> None:
+        try:
+            with driver().connect(self.url, autocommit=True, application_name="pi-memory count") as conn:
+                self._conn = conn
+                if self._stopping:
+                    return
+                row = conn.execute(COUNT_WORDS, (*COUNT_WORDS_ARGS, COUNT_WORDS_EVERY)).fetchone()
+            self.words, self.error = (int(row[0]) if row else None), None
+        except Exception as exc:  # a server gone, a role without rights, a cancel: nothing kept, nothing wrong
+            self.error = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        finally:
+            self._conn = None
+
+
 class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
     """One psycopg connection (autocommit; explicit short transactions) and the SQL the archive needs."""
 
@@ -86,6 +155,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         # from ANALYZE's statistics (reloaded when the number of runs moved by more than 2%)
         self._run_df: dict[str, int] = {}
         self._run_shares: tuple[int, dict[str, float]] = (-1, {})
+        self.idle_count = IdleWordCount(url)
 
     # --- opening ------------------------------------------------------------------
 
@@ -115,6 +185,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         return store
 
     def close(self) -> None:
+        self.idle_count.stop()
         self.conn.close()
 
     @contextmanager
@@ -409,8 +480,9 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
 
     def capped_counts(self, table: str, tokens: Sequence[QueryToken], cap: int) -> list[int]:
         """Rows of `table` holding each token, counted up to `cap` + 1, all in one statement: by the
-        server's `pi_memory_capped_counts`, which answers from the counts any searcher made while the
-        archive was within `DF_STALE_GROWTH` of its size now, and counts (and keeps) the rest (m016)."""
+        server's `pi_memory_capped_counts`, which answers from what it keeps and counts (and keeps)
+        the rest: a message count kept up to an id is brought up to date from the rows after it
+        (m018); a run count is taken while the archive is within `DF_STALE_GROWTH` of its size (m016)."""
         assert table in TOKEN_TABLES
         if not tokens:
             return []
@@ -419,15 +491,25 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         return [int(n) for n in row[0]]
 
     def kept_dfs(self, table: str, tokens: Sequence[QueryToken], cap: int, window: int, floor: int) -> list[int | None]:
-        """Each token's document frequency as another searcher left it with the server (m016): its
-        count when within `cap`, else its estimate from the newest `window` ids; None where the
-        server keeps neither for the archive's size now. One round trip, no statistics, no count."""
+        """Each token's document frequency as the server keeps it: its count when within `cap` (of
+        messages: brought up to date from the rows added since it was made, m018), else its estimate
+        from the newest `window` ids (m016); None where the server keeps neither. One round trip, no
+        statistics; no count of a token's postings but those after its kept count."""
         assert table in TOKEN_TABLES
         if not tokens:
             return []
         sql = "SELECT pi_memory_kept_dfs(%s, %s::text[], %s, %s, %s, %s)"
         row = self.rows(sql, (table, [tsquery([t]) for t in tokens], cap, window, floor, DF_STALE_GROWTH))[0]
         return [None if n is None else int(n) for n in row[0]]
+
+    def count_words(self, min_rows: int = COUNT_WORDS_EVERY) -> int:
+        """Count every word of the messages added since the last count, in one statement on the
+        server (`pi_memory_count_words`, m018): the first time (or after a `forget`), every message.
+        Afterwards a search finds each word's count kept and brings it up to date from the rows
+        after it. Nothing is done until `min_rows` messages were added; -1 when another connection
+        is counting or a search is keeping a count (try again later); else the words counted."""
+        with self.errors():
+            return int(self.scalar(COUNT_WORDS, (*COUNT_WORDS_ARGS, min_rows)))
 
     def mean_length(self, table: str, n: int) -> float | None:
         """The mean `ntokens` of `n` rows spread over the ids, sampled as the searchers sample it
@@ -619,7 +701,10 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         """PostgreSQL checkpoints on its own schedule: nothing to put off."""
 
     def checkpoint(self) -> None:
-        """Nothing to do: see `defer_checkpoints`."""
+        """An idle moment (a bridge's, `watch`'s): the server's word counts brought up to date on a
+        thread and a connection of their own (`IdleWordCount`); there is no WAL to checkpoint here
+        (see `defer_checkpoints`)."""
+        self.idle_count.poke()
 
     @property
     def user_version(self) -> int:

@@ -210,12 +210,15 @@ class PgWrites:
             self._staged = True
 
     def _write_txn(self, txn: list[Chunk], sessions_of: Counter[str] | None = None) -> TxnResult:
-        """One transaction: the sessions' rows locked, the new messages and lines copied in, the planned
+        """One transaction: the sessions' rows locked, then the counter row (its lock held until commit,
+        so message ids are given in commit order), the new messages and lines copied in, the planned
         runs of the sessions it completes whole, the counters last."""
         result = TxnResult()
         with self.write():
             self._lock_sessions(txn)
             new = self._new_messages(txn)
+            if any(new):  # ids in commit order: the counts kept up to an id stay exact (m018)
+                self.conn.execute("SELECT FROM counter FOR NO KEY UPDATE")
             ids = self._insert_messages(txn, new)
             result.inserted = [
                 [(m, ids[(u.session_id, m.hash)]) for m in n if (u.session_id, m.hash) in ids]
