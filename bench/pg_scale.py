@@ -15,7 +15,10 @@ words and phrases, identifiers, mixed and long questions) run twice on a fresh
 archive object (cold df cache, then warm); every latency is recorded. A team
 archive's server keeps the document frequencies any searcher counted (m016):
 they are cleared before each of these measurements, so the cold pass counts
-everything, as it did before the server kept them. Then each query is asked by a
+everything, as it did before the server kept them. With `--counted` the server
+counts every word once after each import (timed), as a bridge or `watch` does at
+idle (m018), and what that count kept is put back before each measurement: the
+cold pass then finds every count made, as on a server a front end counted for. Then each query is asked by a
 fresh archive object once more: after another one asked the other half of the
 queries (`fresh_other_*`: the tokens they share are counted already), after
 another one asked the same queries (`fresh_same_*`), and alone in an archive
@@ -167,8 +170,12 @@ def write_sessions(corpus: Corpus, folder: Path, start: int, count: int, t0_ms: 
     return paths
 
 
+COUNTED = False  # `--counted`: the cleared counts are those an idle count made (`count_words`)
+
+
 def forget_shared_counts(target: str) -> None:
-    """Clear what a team archive's server keeps of earlier searches' counts (nothing on SQLite)."""
+    """Clear what a team archive's server keeps of earlier searches' counts (nothing on SQLite); with
+    `--counted`, put back what the server's idle count made after the import (`count_words`)."""
     if not target.startswith("postgres"):
         return
     import psycopg
@@ -177,6 +184,25 @@ def forget_shared_counts(target: str) -> None:
         pass
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("TRUNCATE token_df")
+        if COUNTED:
+            conn.execute("INSERT INTO token_df SELECT * FROM bench_idle_counts")
+
+
+def count_words(target: str) -> dict[str, Any]:
+    """Every word counted once, as a bridge or `watch` does at idle after an import (m018): timed,
+    and kept aside for `forget_shared_counts` to put back before each measurement."""
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("TRUNCATE token_df")
+    with Archive.open(target) as archive:
+        start = time.perf_counter()
+        words = archive.store.count_words(min_rows=0)  # type: ignore[attr-defined]
+        took = time.perf_counter() - start
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS bench_idle_counts")
+        conn.execute("CREATE TABLE bench_idle_counts AS SELECT * FROM token_df")
+    return {"words_counted": words, "count_words_s": round(took, 1)}
 
 
 def ask_once(target: str, queries: list[tuple[str, str]], scope: str) -> list[float]:
@@ -364,6 +390,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             }
             if analyze_s is not None:
                 entry["analyze_s"] = analyze_s
+                if COUNTED:
+                    entry.update(count_words(target))
             entry.update(measure_queries(target, queries))
             entry["runs"] = stats_runs(target)
             entry.update(prefixed("summary_", measure_queries(target, queries, scope="summary")))
@@ -439,7 +467,12 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results/pg_scale.json")
     parser.add_argument("--reuse", metavar="SQLITE_FILE", help="measure queries only on archives built before")
     parser.add_argument("--rounds", type=int, default=2, help="with --reuse: rounds of both backends")
+    parser.add_argument(
+        "--counted", action="store_true", help="measure after the server counted every word at idle (m018)"
+    )
     args = parser.parse_args()
+    global COUNTED
+    COUNTED = args.counted
     if not args.pg:
         parser.error("give --pg URL or set PI_MEMORY_TEST_PG")
     commit = git_commit()  # what is measured: the code as it is when the run starts
@@ -467,6 +500,7 @@ def main() -> None:
         "commit": commit,
         **about(args),
         "corpus": {"seed": args.seed, "messages_per_session": SESSION_MESSAGES, "passes": PASSES},
+        "counted_at_idle": args.counted,
         "results": results,
         "p95_ratio": {
             b: round(results[b][sizes[-1]]["p95_ms"] / max(results[b][sizes[0]]["p95_ms"], 0.01), 2)
