@@ -50,6 +50,20 @@ def every_lexeme(url: str) -> list[str]:
     return ["'" + r[0].replace("\\", "\\\\").replace("'", "''") + "'" for r in rows if r[0] != "§echo"]
 
 
+def msg_mark(url: str) -> int:
+    """The newest message id the idle count has counted up to."""
+    with connect(url) as conn:
+        row = conn.execute("SELECT at_id FROM token_df WHERE tab = 'msg' AND how = 'mark:5000'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def kept_run_counts(url: str) -> dict[str, int]:
+    with connect(url) as conn:
+        rows = conn.execute("SELECT lexeme, value FROM token_df WHERE tab = 'run' AND how = 'count:5000'").fetchall()
+    return {lexeme: int(value) for lexeme, value in rows}
+
+
 def mark_lisbon(url: str, value: int) -> None:
     """Put a number only the kept count can give back (the rows hold another)."""
     with connect(url) as conn:
@@ -125,6 +139,24 @@ def test_forgetting_a_session_makes_the_kept_counts_count_again_and_stay_exact(p
     assert counts(pg_url, words) == recount(pg_url, words)
 
 
+def test_only_a_change_of_a_messages_words_moves_the_generation(pg_url: str, tmp_path: Path):
+    archive_with(pg_url, tmp_path, 9)
+    with connect(pg_url) as conn:
+
+        def generation() -> int:
+            return int(conn.execute("SELECT token_generation FROM counter").fetchone()[0])  # type: ignore[index]
+
+        before = generation()
+        conn.execute("DELETE FROM msg WHERE id < 0")  # no message deleted
+        conn.execute("UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY['§echo']) WHERE id = 1")
+        conn.execute("UPDATE msg SET tokens = ts_delete(tokens, '§echo') WHERE id = 1")  # the echo mark only
+        assert generation() == before
+        conn.execute("UPDATE msg SET tokens = tokens || array_to_tsvector(ARRAY['zanzibar']) WHERE id = 1")
+        assert generation() == before + 1
+        conn.execute("DELETE FROM msg WHERE id = 2")
+        assert generation() == before + 2
+
+
 def test_searches_find_the_same_hits_with_every_word_counted_at_idle(pg_url: str, tmp_path: Path):
     queries = ["proxy_buffering 断流 nginx", "nginx", "Lisbon travel", "部署 问题"]
     with Archive.open(pg_url) as archive:
@@ -142,15 +174,41 @@ def test_the_count_waits_for_enough_new_messages_and_never_runs_twice_at_once(pg
     archive_with(pg_url, tmp_path, 30)
     with Archive.open(pg_url) as archive, connect(pg_url) as other:
         assert store(archive).count_words(min_rows=5) > 0  # the first: every message
+        first = msg_mark(pg_url)
         add_notes(pg_url, tmp_path, 3, 30)
-        assert store(archive).count_words(min_rows=5) == 0  # 3 new: not yet
+        store(archive).count_words(min_rows=5)
+        assert msg_mark(pg_url) == first  # 3 new: not yet
         add_notes(pg_url, tmp_path, 3, 33)
         with other.transaction():
             other.execute("SELECT pg_advisory_xact_lock(hashtext('pi_memory.count_words'), hashtext(current_schema()))")
             assert store(archive).count_words(min_rows=5) == -1  # another is counting
         assert store(archive).count_words(min_rows=5) > 0
+        assert msg_mark(pg_url) == first + 6
     words = every_lexeme(pg_url)
     assert counts(pg_url, words) == recount(pg_url, words)
+
+
+def test_the_idle_count_keeps_the_run_counts_a_searcher_would_make_and_makes_them_again_as_runs_grow(
+    pg_url: str, tmp_path: Path
+):
+    archive_with(pg_url, tmp_path, 90)  # 45 runs
+    with Archive.open(pg_url) as archive:
+        store(archive).count_words(min_rows=0)
+        kept = kept_run_counts(pg_url)
+        assert kept["'note'"] == 45 and min(kept.values()) >= 20  # only the words of 20 runs or more
+        with connect(pg_url) as conn:
+            rare = conn.execute(
+                "SELECT l FROM run, unnest(tsvector_to_array(tokens)) l GROUP BY l HAVING count(*) < 20"
+            )
+            assert {f"'{r[0]}'" for r in rare} - set(kept) and not {f"'{r[0]}'" for r in rare} & set(kept)
+        for word, value in kept.items():
+            assert store(archive).capped_counts("run", [QueryToken(word.strip("'"), "word")], 5000) == [value]
+        with connect(pg_url) as conn:  # only the kept count can answer 7 ...
+            conn.execute("UPDATE token_df SET value = 7 WHERE tab = 'run' AND lexeme = %s", ("'note'",))
+        assert store(archive).capped_counts("run", [QueryToken("note", "word")], 5000) == [7]
+        add_notes(pg_url, tmp_path, 10, 90)  # ... until the runs grew past 2%: counted again
+        assert store(archive).count_words(min_rows=0) > 0
+        assert kept_run_counts(pg_url)["'note'"] == 50
 
 
 def test_a_reader_can_count_at_idle_but_not_keep_a_number_of_its_own(pg_url: str, make_role, tmp_path: Path):

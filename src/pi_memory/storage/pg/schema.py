@@ -901,6 +901,17 @@ MIGRATIONS.append(
               RETURN NULL;
             END $body$
           $fn$, current_schema());
+          -- after a DELETE statement on `msg`, only when it deleted a row
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_msgs_deleted() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
+              SET search_path = %I, pg_temp AS
+            $body$ BEGIN
+              IF EXISTS (SELECT FROM gone) THEN
+                UPDATE counter SET token_generation = token_generation + 1;
+              END IF;
+              RETURN NULL;
+            END $body$
+          $fn$, current_schema());
           -- keep a count of `msg` up to date at p_top (skipped, never waited for, as `pi_memory_keep`)
           EXECUTE format($fn$
             CREATE FUNCTION pi_memory_keep_count(p_lexeme text, p_cap integer, p_value bigint, p_docs bigint,
@@ -1054,24 +1065,32 @@ MIGRATIONS.append(
                       FROM unnest(counts) WITH ORDINALITY AS c(n, k));
             END $body$
           $fn$, current_schema());
-          -- every word of the rows after the mark counted in one statement and the mark moved to the
-          -- newest id (the first time, or in another generation: every row, from nothing), once at
-          -- least p_min_rows were added; the estimates of the words past the cap made as
-          -- `pi_memory_window_dfs` makes them. The words counted; -1 when the lock is taken.
+          -- every word of the messages after the mark counted in one statement and the mark moved
+          -- to the newest id (the first time, or in another generation: every row, from nothing),
+          -- once at least p_min_rows were added; the estimates of the words past the cap made as
+          -- `pi_memory_window_dfs` makes them. Run summaries are rewritten as their runs grow, so
+          -- their words are counted as a searcher counts them (m016: kept while the number of runs
+          -- is within p_stale of it), all at once when the last count is stale: only the words of
+          -- at least `run_from` runs (those a searcher's count would read that many heap pages for).
+          -- The words counted; -1 when the lock is taken.
           EXECUTE format($fn$
-            CREATE FUNCTION pi_memory_count_words(p_cap integer, p_window integer, p_floor bigint, p_min_rows integer)
+            CREATE FUNCTION pi_memory_count_words(p_cap integer, p_window integer, p_floor bigint, p_min_rows integer,
+                                                  p_stale float8)
               RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off
               SET work_mem = '256MB' AS
             $body$ DECLARE
+              run_from constant integer := 20;
               v_how text := 'count:' || p_cap;
               v_mark text := 'mark:' || p_cap;
+              v_window text := 'window:' || p_window || ':' || p_floor;
               top bigint;
               g bigint;
               docs bigint;
               mark bigint;
               low bigint;
               in_window bigint;
-              words bigint;
+              n bigint;
+              words bigint := 0;
             BEGIN
               IF current_setting('transaction_read_only') = 'on'
                  OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.count_words'), hashtext(current_schema())) THEN
@@ -1081,39 +1100,81 @@ MIGRATIONS.append(
                      (SELECT k.at_id FROM token_df k WHERE k.tab = 'msg' AND k.how = v_mark AND k.lexeme = ''
                         AND k.gen = c.token_generation)
                 INTO top, g, docs, mark FROM counter c;
-              IF mark IS NOT NULL AND top - mark < p_min_rows THEN RETURN 0; END IF;
-              IF mark IS NULL THEN
-                DELETE FROM token_df WHERE tab = 'msg' AND how IN (v_how, v_mark);
-              END IF;
-              INSERT INTO token_df
-                SELECT 'msg', v_how, {QUOTED_LEXEME}, least(count(*), p_cap + 1), docs, NULL, g
-                FROM msg, unnest(tsvector_to_array(tokens)) AS l
-                WHERE id > coalesce(mark, 0) AND id <= top AND l <> '{ECHO_TOKEN}'
-                GROUP BY l
-              ON CONFLICT (tab, how, lexeme) DO UPDATE
-                SET value = least(token_df.value + EXCLUDED.value, p_cap + 1)
-                WHERE token_df.at_id IS NULL AND token_df.gen = EXCLUDED.gen;
-              GET DIAGNOSTICS words = ROW_COUNT;
-              low := greatest(0, top - p_window);
-              in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
-              INSERT INTO token_df
-                SELECT 'msg', 'window:' || p_window || ':' || p_floor, k.lexeme,
-                       greatest(p_floor, least(docs, trunc(docs::float8 * coalesce(w.n, 0) / in_window))), docs, NULL, NULL
-                FROM token_df k
-                LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
-                           FROM msg, unnest(tsvector_to_array(tokens)) AS l WHERE id > low AND id <= top GROUP BY l) w
-                  ON w.lexeme = k.lexeme
-                WHERE k.tab = 'msg' AND k.how = v_how AND k.value > p_cap AND k.gen = g
-              ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
-              INSERT INTO token_df VALUES ('msg', v_mark, '', top, docs, top, g)
+              IF mark IS NULL OR top - mark >= p_min_rows THEN
+                IF mark IS NULL THEN
+                  DELETE FROM token_df WHERE tab = 'msg' AND how IN (v_how, v_mark);
+                END IF;
+                INSERT INTO token_df
+                  SELECT 'msg', v_how, {QUOTED_LEXEME}, least(count(*), p_cap + 1), docs, NULL, g
+                  FROM msg, unnest(tsvector_to_array(tokens)) AS l
+                  WHERE id > coalesce(mark, 0) AND id <= top AND l <> '{ECHO_TOKEN}'
+                  GROUP BY l
                 ON CONFLICT (tab, how, lexeme) DO UPDATE
-                  SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs, at_id = EXCLUDED.at_id, gen = EXCLUDED.gen;
+                  SET value = least(token_df.value + EXCLUDED.value, p_cap + 1)
+                  WHERE token_df.at_id IS NULL AND token_df.gen = EXCLUDED.gen;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                words := words + n;
+                low := greatest(0, top - p_window);
+                in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
+                INSERT INTO token_df
+                  SELECT 'msg', v_window, k.lexeme,
+                         greatest(p_floor, least(docs, trunc(docs::float8 * coalesce(w.n, 0) / in_window))), docs, NULL, NULL
+                  FROM token_df k
+                  LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
+                             FROM msg, unnest(tsvector_to_array(tokens)) AS l WHERE id > low AND id <= top GROUP BY l) w
+                    ON w.lexeme = k.lexeme
+                  WHERE k.tab = 'msg' AND k.how = v_how AND k.value > p_cap AND k.gen = g
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+                INSERT INTO token_df VALUES ('msg', v_mark, '', top, docs, top, g)
+                  ON CONFLICT (tab, how, lexeme) DO UPDATE
+                    SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs, at_id = EXCLUDED.at_id, gen = EXCLUDED.gen;
+              END IF;
+              SELECT (SELECT coalesce(max(id), 0) FROM run), c.run_docs,
+                     (SELECT k.at_docs FROM token_df k WHERE k.tab = 'run' AND k.how = v_mark AND k.lexeme = '')
+                INTO top, docs, mark FROM counter c;
+              IF mark IS NULL OR abs(docs - mark) > p_stale * greatest(mark, 1) THEN
+                INSERT INTO token_df
+                  SELECT 'run', v_how, {QUOTED_LEXEME}, least(count(*), p_cap + 1), docs, NULL, NULL
+                  FROM run, unnest(tsvector_to_array(tokens)) AS l
+                  WHERE l <> '{ECHO_TOKEN}'
+                  GROUP BY l HAVING count(*) >= run_from
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+                GET DIAGNOSTICS n = ROW_COUNT;
+                words := words + n;
+                low := greatest(0, top - p_window);
+                in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
+                INSERT INTO token_df
+                  SELECT 'run', v_window, k.lexeme,
+                         greatest(p_floor, least(docs, trunc(docs::float8 * coalesce(w.n, 0) / in_window))), docs, NULL, NULL
+                  FROM token_df k
+                  LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
+                             FROM run, unnest(tsvector_to_array(tokens)) AS l WHERE id > low GROUP BY l) w
+                    ON w.lexeme = k.lexeme
+                  WHERE k.tab = 'run' AND k.how = v_how AND k.value > p_cap AND k.at_docs = docs
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+                INSERT INTO token_df VALUES ('run', v_mark, '', docs, docs, NULL, NULL)
+                  ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+              END IF;
               RETURN words;
             END $body$
           $fn$, current_schema());
+          -- m016's keeping, now also skipped while the words are being counted (never waited for)
+          EXECUTE format($fn$
+            CREATE OR REPLACE FUNCTION pi_memory_keep(p_tab text, p_how text, p_lexeme text, p_value float8, p_docs bigint)
+              RETURNS void LANGUAGE plpgsql SET search_path = %I, pg_temp SET jit = off AS
+            $body$ BEGIN
+              IF current_setting('transaction_read_only') = 'on'
+                 OR NOT pg_try_advisory_xact_lock_shared(hashtext('pi_memory.count_words'), hashtext(current_schema()))
+                 OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.token_df'), hashtext(p_tab || p_how || p_lexeme)) THEN
+                RETURN;
+              END IF;
+              INSERT INTO token_df VALUES (p_tab, p_how, p_lexeme, p_value, p_docs)
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+            END $body$
+          $fn$, current_schema());
         END $outer$;
-        CREATE TRIGGER msg_forgotten AFTER DELETE ON msg FOR EACH STATEMENT
-          EXECUTE FUNCTION pi_memory_tokens_changed();
+        CREATE TRIGGER msg_forgotten AFTER DELETE ON msg REFERENCING OLD TABLE AS gone FOR EACH STATEMENT
+          EXECUTE FUNCTION pi_memory_msgs_deleted();
         CREATE TRIGGER msg_tokens_changed AFTER UPDATE OF tokens ON msg FOR EACH ROW
           WHEN (ts_delete(OLD.tokens, '{ECHO_TOKEN}') IS DISTINCT FROM ts_delete(NEW.tokens, '{ECHO_TOKEN}'))
           EXECUTE FUNCTION pi_memory_tokens_changed();

@@ -78,7 +78,7 @@ COUNTERS = ("indexed_docs", "indexed_chars", "run_docs", "run_chars")
 TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg", "run_file", "compact_window")
 
 
-COUNT_WORDS = "SELECT pi_memory_count_words(%s, %s, %s, %s)"
+COUNT_WORDS = "SELECT pi_memory_count_words(%s, %s, %s, %s, %s)"
 COUNT_WORDS_ARGS = (DF_EXACT_CAP, DF_WINDOW, DF_EXACT_CAP + 1)  # the searchers' cap, window and floor
 
 
@@ -134,7 +134,7 @@ class IdleWordCount:
                 self._conn = conn
                 if self._stopping:
                     return
-                row = conn.execute(COUNT_WORDS, (*COUNT_WORDS_ARGS, COUNT_WORDS_EVERY)).fetchone()
+                row = conn.execute(COUNT_WORDS, (*COUNT_WORDS_ARGS, COUNT_WORDS_EVERY, DF_STALE_GROWTH)).fetchone()
             self.words, self.error = (int(row[0]) if row else None), None
         except Exception as exc:  # a server gone, a role without rights, a cancel: nothing kept, nothing wrong
             self.error = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -509,7 +509,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         after it. Nothing is done until `min_rows` messages were added; -1 when another connection
         is counting or a search is keeping a count (try again later); else the words counted."""
         with self.errors():
-            return int(self.scalar(COUNT_WORDS, (*COUNT_WORDS_ARGS, min_rows)))
+            return int(self.scalar(COUNT_WORDS, (*COUNT_WORDS_ARGS, min_rows, DF_STALE_GROWTH)))
 
     def mean_length(self, table: str, n: int) -> float | None:
         """The mean `ntokens` of `n` rows spread over the ids, sampled as the searchers sample it
