@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import git_commit  # noqa: E402
-from pg_scale import about, fresh_pg_schema, write  # noqa: E402
+from pg_scale import about, count_words, fresh_pg_schema, write  # noqa: E402
 from realistic import SessionWriter, load_pools  # noqa: E402
 from search_bench import query_mix  # noqa: E402
 
@@ -172,21 +172,6 @@ def by_kind(mix: list[tuple[str, str]], ms: list[float]) -> dict[str, float]:
 MODES = ("first", "counted", "fresh")
 
 
-def count_words(target: str) -> dict[str, Any]:
-    """What the server keeps cleared, then every word counted once (an idle front end's work)."""
-    import psycopg
-
-    with psycopg.connect(target, autocommit=True) as conn:
-        conn.execute("TRUNCATE token_df")
-    with Archive.open(target) as archive:
-        start = time.perf_counter()
-        words = archive.store.count_words(min_rows=0)  # type: ignore[attr-defined]
-        took = time.perf_counter() - start
-    out = {"words_counted": words, "count_words_s": round(took, 2)}
-    print(f"  counted: {json.dumps(out)}", file=sys.stderr, flush=True)
-    return out
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="pi-memory-realistic-"))
     built = write_archives(args, work)
@@ -195,8 +180,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     random.Random(args.seed).shuffle(mix)  # the kinds interleaved, as a day's questions are
     results: dict[str, Any] = {"archives": built, "questions": len(mix), "kinds": dict(Counter(k for _, k in mix))}
     for mode in MODES:
-        if mode == "counted":
+        if mode == "counted":  # what the searches kept cleared, then every word counted at idle
             built["postgres"].update(count_words(targets["postgres"]))
+            print(f"  counted: {json.dumps(built['postgres'])}", file=sys.stderr, flush=True)
         clock = StatementClock()
         lite = ask(targets["sqlite"], mix, mode == "fresh", None)
         team = ask(targets["postgres"], mix, mode == "fresh", clock)

@@ -271,3 +271,21 @@ def test_the_idle_count_runs_on_a_connection_of_its_own_and_closing_cancels_it(p
         blocker.execute("COMMIT")
     with connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM token_df").fetchone() == (0,)
+
+
+def test_the_idle_counts_estimates_past_the_cap_are_the_ones_a_searcher_makes(pg_url: str, tmp_path: Path):
+    """With a cap of 5 and a window of 40 ids, the words past the cap get the window estimates
+    `pi_memory_window_dfs` makes, for messages and for runs."""
+    archive_with(pg_url, tmp_path, 90)
+    with connect(pg_url) as conn:
+        assert conn.execute("SELECT pi_memory_count_words(5, 40, 6, 0, 0.02)").fetchone()[0] > 0  # type: ignore[index]
+        for tab in ("msg", "run"):
+            rows = conn.execute(
+                "SELECT lexeme, value FROM token_df WHERE tab = %s AND how = 'window:40:6' ORDER BY lexeme", (tab,)
+            ).fetchall()
+            assert rows and {r[0] for r in rows} >= {"'note'", LISBON}
+            conn.execute("DELETE FROM token_df WHERE tab = %s AND how = 'window:40:6'", (tab,))
+            made = conn.execute(
+                "SELECT pi_memory_window_dfs(%s, %s::text[], 40, 6, 0.02)", (tab, [r[0] for r in rows])
+            ).fetchone()
+            assert made is not None and list(made[0]) == [int(r[1]) for r in rows]

@@ -1065,6 +1065,30 @@ MIGRATIONS.append(
                       FROM unnest(counts) WITH ORDINALITY AS c(n, k));
             END $body$
           $fn$, current_schema());
+          -- the window estimates (as `pi_memory_window_dfs` makes them, the newest p_top) of the
+          -- words an idle count found past the cap: of p_gen, or (runs) counted at p_docs
+          EXECUTE format($fn$
+            CREATE FUNCTION pi_memory_estimate_past_cap(p_tab text, p_cap integer, p_window integer, p_floor bigint,
+                                                        p_top bigint, p_docs bigint, p_gen bigint)
+              RETURNS void LANGUAGE plpgsql SET search_path = %I, pg_temp SET jit = off AS
+            $body$ DECLARE
+              low bigint := greatest(0, p_top - p_window);
+              in_window bigint := greatest(1, trunc(p_docs::float8 * (p_top - low) / greatest(p_top, 1)));
+            BEGIN
+              IF p_tab NOT IN ('msg', 'run') THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
+              EXECUTE format($q$
+                INSERT INTO token_df
+                  SELECT %%L, 'window:' || $1 || ':' || $2, k.lexeme,
+                         greatest($2, least($5, trunc($5::float8 * coalesce(w.n, 0) / $6))), $5, NULL, NULL
+                  FROM token_df k
+                  LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
+                             FROM %%I, unnest(tsvector_to_array(tokens)) AS l WHERE id > $3 AND id <= $4 GROUP BY l) w
+                    ON w.lexeme = k.lexeme
+                  WHERE k.tab = %%L AND k.how = 'count:' || $7 AND k.value > $7 AND coalesce(k.gen = $8, k.at_docs = $5)
+                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs$q$,
+                p_tab, p_tab, p_tab) USING p_window, p_floor, low, p_top, p_docs, in_window, p_cap, p_gen;
+            END $body$
+          $fn$, current_schema());
           -- every word of the messages after the mark counted in one statement and the mark moved
           -- to the newest id (the first time, or in another generation: every row, from nothing),
           -- once at least p_min_rows were added; the estimates of the words past the cap made as
@@ -1082,13 +1106,10 @@ MIGRATIONS.append(
               run_from constant integer := 20;
               v_how text := 'count:' || p_cap;
               v_mark text := 'mark:' || p_cap;
-              v_window text := 'window:' || p_window || ':' || p_floor;
               top bigint;
               g bigint;
               docs bigint;
               mark bigint;
-              low bigint;
-              in_window bigint;
               n bigint;
               words bigint := 0;
             BEGIN
@@ -1114,17 +1135,7 @@ MIGRATIONS.append(
                   WHERE token_df.at_id IS NULL AND token_df.gen = EXCLUDED.gen;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 words := words + n;
-                low := greatest(0, top - p_window);
-                in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
-                INSERT INTO token_df
-                  SELECT 'msg', v_window, k.lexeme,
-                         greatest(p_floor, least(docs, trunc(docs::float8 * coalesce(w.n, 0) / in_window))), docs, NULL, NULL
-                  FROM token_df k
-                  LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
-                             FROM msg, unnest(tsvector_to_array(tokens)) AS l WHERE id > low AND id <= top GROUP BY l) w
-                    ON w.lexeme = k.lexeme
-                  WHERE k.tab = 'msg' AND k.how = v_how AND k.value > p_cap AND k.gen = g
-                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+                PERFORM pi_memory_estimate_past_cap('msg', p_cap, p_window, p_floor, top, docs, g);
                 INSERT INTO token_df VALUES ('msg', v_mark, '', top, docs, top, g)
                   ON CONFLICT (tab, how, lexeme) DO UPDATE
                     SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs, at_id = EXCLUDED.at_id, gen = EXCLUDED.gen;
@@ -1141,17 +1152,7 @@ MIGRATIONS.append(
                 ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
                 GET DIAGNOSTICS n = ROW_COUNT;
                 words := words + n;
-                low := greatest(0, top - p_window);
-                in_window := greatest(1, trunc(docs::float8 * (top - low) / greatest(top, 1)));
-                INSERT INTO token_df
-                  SELECT 'run', v_window, k.lexeme,
-                         greatest(p_floor, least(docs, trunc(docs::float8 * coalesce(w.n, 0) / in_window))), docs, NULL, NULL
-                  FROM token_df k
-                  LEFT JOIN (SELECT {QUOTED_LEXEME} AS lexeme, count(*) AS n
-                             FROM run, unnest(tsvector_to_array(tokens)) AS l WHERE id > low GROUP BY l) w
-                    ON w.lexeme = k.lexeme
-                  WHERE k.tab = 'run' AND k.how = v_how AND k.value > p_cap AND k.at_docs = docs
-                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
+                PERFORM pi_memory_estimate_past_cap('run', p_cap, p_window, p_floor, top, docs, NULL);
                 INSERT INTO token_df VALUES ('run', v_mark, '', docs, docs, NULL, NULL)
                   ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
               END IF;
