@@ -103,6 +103,8 @@ def test_push_from_the_cli_twice(local: Path, pg_url: str):
     second = runner.invoke(cli, ["push", "--from", str(local), "--to", pg_url, "--json"])
     assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
     assert json.loads(first.stdout)["added"] > 0 and json.loads(second.stdout)["added"] == 0
+    # the words it brought counted on the server for search (m018); nothing to count the second time
+    assert json.loads(first.stdout)["words_counted"] > 0 and json.loads(second.stdout)["words_counted"] == 0
 
 
 def test_push_rejects_a_missing_source_or_a_file_target(tmp_path: Path, pg_url: str):

@@ -34,6 +34,7 @@ class PushReport:
     unchanged: int = 0  # already complete on the team archive
     added: int = 0  # messages added to the team archive
     skipped: int = 0  # messages the team archive already had
+    words_counted: int = 0  # words the team server counted for search after it (m018), if it added any
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -119,6 +120,8 @@ def push(local: Store, team: PgStore, progress: Callable[[PushReport], None] | N
             _push_round(local, team, rows[start : start + SESSIONS_PER_ROUND], report)
             if progress:
                 progress(report)
+    if report.added:  # the words the push brought counted now, not at some member's idle moment
+        report.words_counted = max(team.count_words(), 0)
     return report
 
 

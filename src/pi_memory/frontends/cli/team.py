@@ -49,3 +49,5 @@ def push(source: str | None, target: str, as_json: bool) -> None:
         f"{plural(report.sessions, 'session')} ({report.unchanged} already complete): "
         f"{plural(report.added, 'message')} added, {report.skipped} already on the team archive"
     )
+    if report.words_counted:
+        echo(f"{plural(report.words_counted, 'word')} counted on the server for search")

@@ -956,8 +956,8 @@ MIGRATIONS.append(
             BEGIN
               IF cardinality(p_lexemes) = 0 THEN RETURN out; END IF;
               -- one statement, one snapshot: the newest id, the generation, the mark and the kept
-              -- counts, each looked up by its key (a join was planned as a scan of the whole table
-              -- while its statistics were those of an empty one: 70-100 ms a call after a count)
+              -- counts, each looked up by its key (joined, they were hashed from the whole table while
+              -- the one-row counter's statistics still counted an import's dead versions: 70 ms a call)
               SELECT (SELECT coalesce(max(id), 0) FROM msg), c.token_generation, c.indexed_docs,
                      (SELECT k.at_id FROM token_df k WHERE k.tab = 'msg' AND k.how = 'mark:' || p_cap
                         AND k.lexeme = '' AND k.gen = c.token_generation),
