@@ -256,7 +256,11 @@ def test_the_idle_count_runs_on_a_connection_of_its_own_and_closing_cancels_it(p
         archive.checkpoint()  # what a bridge or `watch` does when idle
         store(archive).idle_count.join(60)
         assert store(archive).idle_count.words and store(archive).idle_count.error is None
-        assert not store(archive).idle_count.poke()  # not again within RECHECK_S
+        counter = store(archive).idle_count
+        assert not counter.poke(now=counter.started_at + counter.RECHECK_S - 1)  # not again within RECHECK_S
+        assert counter.poke(now=counter.started_at + counter.RECHECK_S)  # then again (nothing new to count)
+        counter.join(60)
+        assert counter.words == 0 and counter.error is None
     with connect(pg_url) as conn:
         conn.execute("TRUNCATE token_df")
     with connect(pg_url) as blocker:
@@ -278,7 +282,7 @@ def test_the_idle_counts_estimates_past_the_cap_are_the_ones_a_searcher_makes(pg
     `pi_memory_window_dfs` makes, for messages and for runs."""
     archive_with(pg_url, tmp_path, 90)
     with connect(pg_url) as conn:
-        assert conn.execute("SELECT pi_memory_count_words(5, 40, 6, 0, 0.02)").fetchone()[0] > 0  # type: ignore[index]
+        assert conn.execute("SELECT pi_memory_count_words(5, 40, 6, 0.02, 0)").fetchone()[0] > 0  # type: ignore[index]
         for tab in ("msg", "run"):
             rows = conn.execute(
                 "SELECT lexeme, value FROM token_df WHERE tab = %s AND how = 'window:40:6' ORDER BY lexeme", (tab,)

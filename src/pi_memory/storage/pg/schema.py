@@ -892,6 +892,11 @@ MIGRATIONS.append(
         ALTER TABLE counter ADD COLUMN IF NOT EXISTS token_generation bigint NOT NULL DEFAULT 0;
         TRUNCATE token_df;
         ALTER TABLE token_df ADD COLUMN IF NOT EXISTS at_id bigint, ADD COLUMN IF NOT EXISTS gen bigint;
+        -- m016's counting and keeping, kept for run summaries under other names; the names serve both
+        -- tables again (below)
+        ALTER FUNCTION pi_memory_capped_counts(text, text[], integer, float8) RENAME TO pi_memory_capped_counts_by_size;
+        ALTER FUNCTION pi_memory_kept_dfs(text, text[], integer, integer, bigint, float8) RENAME TO pi_memory_kept_dfs_by_size;
+        ALTER FUNCTION pi_memory_keep(text, text, text, float8, bigint) RENAME TO pi_memory_keep_entry;
         DO $outer$ BEGIN
           EXECUTE format($fn$
             CREATE FUNCTION pi_memory_tokens_changed() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER
@@ -1020,49 +1025,29 @@ MIGRATIONS.append(
               RETURN out;
             END $body$
           $fn$, current_schema());
-          -- counts of `msg` as above; of `run` (whose summaries are rewritten as runs grow) as m016
-          -- keeps them, while the archive is within p_stale of its size
+          -- counts of `msg` as above; of `run` (whose summaries are rewritten as runs grow) by m016's
+          -- functions, renamed (below): kept while the archive is within p_stale of its size
           EXECUTE format($fn$
-            CREATE OR REPLACE FUNCTION pi_memory_capped_counts(p_tab text, p_lexemes text[], p_cap integer, p_stale float8)
+            CREATE FUNCTION pi_memory_capped_counts(p_tab text, p_lexemes text[], p_cap integer, p_stale float8)
               RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
-            $body$ DECLARE
-              docs bigint := pi_memory_docs(p_tab);
-              how text := 'count:' || p_cap;
-              out bigint[] := '{{}}';
-              q text;
-              n bigint;
-            BEGIN
+            $body$ BEGIN
               IF p_tab = 'msg' THEN RETURN pi_memory_msg_counts(p_lexemes, p_cap, true, {MSG_COUNT_WALK}); END IF;
-              IF p_tab <> 'run' THEN RAISE EXCEPTION 'no token index on %%', p_tab; END IF;
-              FOREACH q IN ARRAY p_lexemes LOOP
-                n := pi_memory_kept(p_tab, how, q, docs, p_stale);
-                IF n IS NULL THEN
-                  SELECT count(*) INTO n FROM (SELECT FROM run WHERE tokens @@ q::tsquery LIMIT p_cap + 1) c;
-                  PERFORM pi_memory_keep(p_tab, how, q, n, docs);
-                END IF;
-                out := out || n;
-              END LOOP;
-              RETURN out;
+              RETURN pi_memory_capped_counts_by_size(p_tab, p_lexemes, p_cap, p_stale);
             END $body$
           $fn$, current_schema());
           EXECUTE format($fn$
-            CREATE OR REPLACE FUNCTION pi_memory_kept_dfs(p_tab text, p_lexemes text[], p_cap integer, p_window integer,
-                                                          p_floor bigint, p_stale float8)
-              RETURNS bigint[] LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
-            $body$ DECLARE
-              docs bigint := pi_memory_docs(p_tab);
-              counts bigint[];
-            BEGIN
-              IF p_tab = 'msg' THEN
-                counts := pi_memory_msg_counts(p_lexemes, p_cap, false, {MSG_COUNT_WALK});
-              ELSE
-                SELECT coalesce(array_agg(pi_memory_kept(p_tab, 'count:' || p_cap, u.q, docs, p_stale) ORDER BY u.k), '{{}}')
-                  INTO counts FROM unnest(p_lexemes) WITH ORDINALITY AS u(q, k);
+            CREATE FUNCTION pi_memory_kept_dfs(p_tab text, p_lexemes text[], p_cap integer, p_window integer,
+                                               p_floor bigint, p_stale float8)
+              RETURNS bigint[] LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off AS
+            $body$ BEGIN
+              IF p_tab <> 'msg' THEN
+                RETURN pi_memory_kept_dfs_by_size(p_tab, p_lexemes, p_cap, p_window, p_floor, p_stale);
               END IF;
               RETURN (SELECT coalesce(array_agg(CASE WHEN c.n <= p_cap THEN c.n
-                        ELSE pi_memory_kept(p_tab, 'window:' || p_window || ':' || p_floor, p_lexemes[c.k], docs, p_stale)
+                        ELSE pi_memory_kept('msg', 'window:' || p_window || ':' || p_floor, p_lexemes[c.k],
+                                            pi_memory_docs('msg'), p_stale)
                         END ORDER BY c.k), '{{}}')::bigint[]
-                      FROM unnest(counts) WITH ORDINALITY AS c(n, k));
+                      FROM unnest(pi_memory_msg_counts(p_lexemes, p_cap, false, {MSG_COUNT_WALK})) WITH ORDINALITY AS c(n, k));
             END $body$
           $fn$, current_schema());
           -- the window estimates (as `pi_memory_window_dfs` makes them, the newest p_top) of the
@@ -1100,8 +1085,8 @@ MIGRATIONS.append(
           -- at least `run_from` runs (those a searcher's count would read that many heap pages for).
           -- The words counted; -1 when the lock is taken.
           EXECUTE format($fn$
-            CREATE FUNCTION pi_memory_count_words(p_cap integer, p_window integer, p_floor bigint, p_min_rows integer,
-                                                  p_stale float8)
+            CREATE FUNCTION pi_memory_count_words(p_cap integer, p_window integer, p_floor bigint, p_stale float8,
+                                                  p_min_rows integer)
               RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path = %I, pg_temp SET jit = off
               SET work_mem = '256MB' AS
             $body$ DECLARE
@@ -1163,16 +1148,12 @@ MIGRATIONS.append(
           $fn$, current_schema());
           -- m016's keeping, now also skipped while the words are being counted (never waited for)
           EXECUTE format($fn$
-            CREATE OR REPLACE FUNCTION pi_memory_keep(p_tab text, p_how text, p_lexeme text, p_value float8, p_docs bigint)
+            CREATE FUNCTION pi_memory_keep(p_tab text, p_how text, p_lexeme text, p_value float8, p_docs bigint)
               RETURNS void LANGUAGE plpgsql SET search_path = %I, pg_temp SET jit = off AS
             $body$ BEGIN
-              IF current_setting('transaction_read_only') = 'on'
-                 OR NOT pg_try_advisory_xact_lock_shared(hashtext('pi_memory.count_words'), hashtext(current_schema()))
-                 OR NOT pg_try_advisory_xact_lock(hashtext('pi_memory.token_df'), hashtext(p_tab || p_how || p_lexeme)) THEN
-                RETURN;
+              IF pg_try_advisory_xact_lock_shared(hashtext('pi_memory.count_words'), hashtext(current_schema())) THEN
+                PERFORM pi_memory_keep_entry(p_tab, p_how, p_lexeme, p_value, p_docs);
               END IF;
-              INSERT INTO token_df VALUES (p_tab, p_how, p_lexeme, p_value, p_docs)
-                ON CONFLICT (tab, how, lexeme) DO UPDATE SET value = EXCLUDED.value, at_docs = EXCLUDED.at_docs;
             END $body$
           $fn$, current_schema());
         END $outer$;

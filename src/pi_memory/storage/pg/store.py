@@ -79,7 +79,12 @@ TABLES = ("session", "msg", "entry", "source_file", "counter", "run", "run_msg",
 
 
 COUNT_WORDS = "SELECT pi_memory_count_words(%s, %s, %s, %s, %s)"
-COUNT_WORDS_ARGS = (DF_EXACT_CAP, DF_WINDOW, DF_EXACT_CAP + 1)  # the searchers' cap, window and floor
+COUNT_WORDS_ARGS = (
+    DF_EXACT_CAP,
+    DF_WINDOW,
+    DF_EXACT_CAP + 1,
+    DF_STALE_GROWTH,
+)  # the searchers' cap, window, floor, staleness
 
 
 class IdleWordCount:
@@ -95,15 +100,15 @@ class IdleWordCount:
         self.words: int | None = None  # the last count's answer (`count_words`)
         self.error: str | None = None
         self._thread: threading.Thread | None = None
-        self._last = float("-inf")
+        self.started_at = float("-inf")  # time.monotonic() when the last count started
 
     def poke(self, now: float | None = None) -> bool:
         """Start a count unless one is running or one started within `RECHECK_S`; whether one started."""
         now = time.monotonic() if now is None else now
         busy = self._thread is not None and self._thread.is_alive()
-        if busy or self._stopping or now - self._last < self.RECHECK_S:
+        if busy or self._stopping or now - self.started_at < self.RECHECK_S:
             return False
-        self._last = now
+        self.started_at = now
         self._thread = threading.Thread(target=self._run, name="pi-memory-count", daemon=True)
         self._thread.start()
         return True
@@ -134,7 +139,7 @@ class IdleWordCount:
                 self._conn = conn
                 if self._stopping:
                     return
-                row = conn.execute(COUNT_WORDS, (*COUNT_WORDS_ARGS, COUNT_WORDS_EVERY, DF_STALE_GROWTH)).fetchone()
+                row = conn.execute(COUNT_WORDS, (*COUNT_WORDS_ARGS, COUNT_WORDS_EVERY)).fetchone()
             self.words, self.error = (int(row[0]) if row else None), None
         except Exception as exc:  # a server gone, a role without rights, a cancel: nothing kept, nothing wrong
             self.error = redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -509,7 +514,7 @@ class PgStore(PgWrites, PgVectors, EchoMarks, UsageStore, SharedSql):
         after it. Nothing is done until `min_rows` messages were added; -1 when another connection
         is counting or a search is keeping a count (try again later); else the words counted."""
         with self.errors():
-            return int(self.scalar(COUNT_WORDS, (*COUNT_WORDS_ARGS, min_rows, DF_STALE_GROWTH)))
+            return int(self.scalar(COUNT_WORDS, (*COUNT_WORDS_ARGS, min_rows)))
 
     def mean_length(self, table: str, n: int) -> float | None:
         """The mean `ntokens` of `n` rows spread over the ids, sampled as the searchers sample it
